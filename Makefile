@@ -1,0 +1,122 @@
+# The staged DeepSeek CPU engine. `make help` lists the targets.
+#
+# Every stages/NN_name/ folder builds build/NN_name/engine (same CLI) and build/NN_name/tests (the
+# one shared Catch2 suite linked against that stage). common/ is compiled once and linked into all.
+
+SHELL := /bin/bash
+CXX ?= g++
+PYTHON := /usr/bin/python3
+OPT := -O3 -march=native
+CXXFLAGS := -std=c++20 $(OPT) -Wall -Wextra -Wshadow -MMD -MP -Icommon
+LDLIBS := -lpcre2-8
+
+STAGES := $(sort $(notdir $(wildcard stages/[0-9][0-9]_*)))
+LAST := $(lastword $(STAGES))
+# STAGE=04 or STAGE=04_openmp; default: the last stage. STAGES_TO_TEST: all, or STAGE if given.
+STAGE ?= $(LAST)
+SEL := $(firstword $(filter $(STAGE)%,$(STAGES)))
+ifeq ($(origin STAGE),command line)
+  TEST_STAGES := $(SEL)
+else
+  TEST_STAGES := $(STAGES)
+endif
+
+COMMON_SRC := $(filter-out common/main.cpp,$(wildcard common/*.cpp))
+COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
+TEST_SRC := $(wildcard tests/*.cpp)
+TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)
+
+MODEL ?= $(DEFAULT_MODEL)
+DEFAULT_MODEL := $(firstword $(wildcard data/models/default.gguf) data/models/tiny-llama-f32.gguf)
+PROMPT ?= Once upon a time
+N ?= 64
+
+.PHONY: all run test bench docs diff clean deps models golden model-7b help
+all: $(foreach s,$(STAGES),build/$(s)/engine)
+
+help:
+	@echo "make run [STAGE=NN] [MODEL=file.gguf] [PROMPT=...]  stream a generation"
+	@echo "make test [STAGE=NN]    the shared suite on every stage (or one)"
+	@echo "make diff FROM=NN TO=NN show what one stage adds to another"
+	@echo "make models | golden | model-7b    regenerate test models, goldens, the 7B-shaped file"
+
+deps:
+	@bash tools/deps.sh
+
+build/common/%.o: common/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+build/tests/catch_main.o: tests/support/catch_main.cc
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+build/tests/%.o: tests/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -Itests -DPROJECT_ROOT='"$(CURDIR)"' -c $< -o $@
+
+# Per-stage rules: stage.mk may set STAGE_CXXFLAGS (e.g. -fopenmp from stage 04 on).
+define STAGE_RULES
+STAGE_CXXFLAGS :=
+include stages/$(1)/stage.mk
+FLAGS_$(1) := $$(STAGE_CXXFLAGS)
+OBJ_$(1) := $$(patsubst stages/$(1)/%.cpp,build/$(1)/%.o,$$(wildcard stages/$(1)/*.cpp))
+build/$(1)/%.o: stages/$(1)/%.cpp
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -Istages/$(1) -c $$< -o $$@
+build/$(1)/main.o: common/main.cpp
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
+build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+endef
+$(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
+
+-include $(wildcard build/*/*.d)
+
+run: deps build/$(SEL)/engine
+	@test -f "$(MODEL)" || $(MAKE) --no-print-directory models
+	@echo "stage $(SEL), model $(MODEL)" >&2
+	build/$(SEL)/engine -m "$(MODEL)" -p "$(PROMPT)" -n $(N)
+
+test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine)
+	@bash tests/run_all.sh $(TEST_STAGES)
+
+diff:
+	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make diff FROM=03 TO=04" >&2; exit 2; }
+	@diff -ru stages/$(firstword $(filter $(FROM)%,$(STAGES))) stages/$(firstword $(filter $(TO)%,$(STAGES))); true
+
+models:
+	$(PYTHON) tools/make_models.py --out data/models
+
+golden: models
+	$(PYTHON) tools/reference.py --models data/models --out data/golden
+
+model-7b:
+	$(PYTHON) tools/make_models.py --preset deepseek-7b --out build/models
+
+clean:
+	rm -rf build
+
+print-flags:
+	@echo "$(CXXFLAGS)"
+
+# Benchmarks (not tests): make bench [ONLY="01 05"] [MODEL=file.gguf] [THREADS=2] [RUNS=3]
+BENCH_MODEL ?= build/models/bench-small-q4_0.gguf
+THREADS ?= $(shell nproc)
+RUNS ?= 3
+PROMPT_TOKENS ?= 64
+GEN_TOKENS ?= 32
+BENCH_STAGES = $(if $(ONLY),$(foreach s,$(ONLY),$(firstword $(filter $(s)%,$(STAGES)))),$(STAGES))
+bench: deps $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
+	@test -f "$(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL))" || $(PYTHON) tools/make_models.py --preset bench-small --out build/models
+	$(PYTHON) tools/bench.py --stages $(BENCH_STAGES) --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) \
+	  --threads $(THREADS) --runs $(RUNS) --prompt-tokens $(PROMPT_TOKENS) --gen-tokens $(GEN_TOKENS)
+
+# API docs (Doxygen): common/ and the final stage, zero warnings allowed.
+docs:
+	@bash tools/deps.sh doxygen
+	@mkdir -p build/docs
+	FINAL_STAGE=stages/$(LAST) doxygen docs/Doxyfile && echo "docs: build/docs/html/index.html"

@@ -1,0 +1,32 @@
+// chat.h: DeepSeek chat templates.
+//
+//   deepseek-llm   : BOS, optional system text + "\n\n", then "User: {msg}\n\nAssistant:" and the
+//                    reply followed by EOS.
+//   deepseek-coder : BOS, system text, "### Instruction:\n{msg}\n### Response:\n"; replies end
+//                    with <|EOT|>.
+//   deepseek-r1    : BOS, system text, "<｜User｜>{msg}<｜Assistant｜>" (R1 and its distills).
+// The GGUF's tokenizer.chat_template is recognised when it is one of these formats; --chat-template
+// NAME overrides. Formatted text contains special tokens, so encode it with parse_special = true.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+
+enum class ChatTemplate { DeepSeekLLM, DeepSeekCoder, DeepSeekR1 };
+
+/// Template for name ("deepseek-llm", "deepseek-coder", "deepseek-r1"); throws Error otherwise.
+ChatTemplate chat_template_from_name(const std::string& name);
+const char* chat_template_name(ChatTemplate t);
+/// The template named by override_name if not empty, else detected from tokenizer.chat_template,
+/// else from tokenizer.ggml.pre / general.name; deepseek-llm when nothing says otherwise.
+ChatTemplate detect_chat_template(const GGUFFile& file, const std::string& override_name);
+
+/// Text to feed for one user turn: the system text and BOS on the first turn only, then the user
+/// message and the assistant prefix. bos_text is the BOS token's text ("" to add no BOS).
+std::string format_user_turn(ChatTemplate t, const std::string& system, const std::string& user,
+                             bool first_turn, const std::string& bos_text);
+/// Text that closes an assistant reply before the next user turn (e.g. EOS text for deepseek-llm),
+/// given the end-of-generation token's text that stopped it ("" if it stopped for another reason).
+std::string format_reply_end(ChatTemplate t, const std::string& stop_text);

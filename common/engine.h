@@ -1,0 +1,63 @@
+// engine.h: what each stage provides. common/ declares it; every stages/NN_name/ defines it.
+//
+// The generation loop, CLI and tests talk to a stage only through this header, so one test suite
+// and one main() serve every stage. Shapes use the model's config: d = n_embd, hd = head_dim.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model.h"
+#include "sampler.h"
+
+struct EngineOptions {
+  int n_ctx = 0;      ///< KV cache positions (validated > 0 by the caller)
+  int n_threads = 1;  ///< stages before 04 are single-threaded and ignore it
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  /// Runs n_tokens tokens at positions pos, pos+1, ... (pos = tokens already run), appending
+  /// them to the KV cache. Returns the logits (n_vocab) after the last one; valid until the next call.
+  virtual float* forward(const int* tokens, int n_tokens, int pos) = 0;
+  /// KV cache positions.
+  virtual int context_length() const = 0;
+  /// True when the cache slides (a ring): forward() accepts positions past context_length().
+  virtual bool slides_past_context() const = 0;
+  /// Threads actually used.
+  virtual int threads() const = 0;
+};
+
+/// The stage's engine for model. Throws Error when the model cannot be run (e.g. out of memory).
+std::unique_ptr<Engine> create_engine(const Model& model, const EngineOptions& options);
+
+// ---- Kernels, exposed so the shared suite checks every stage's versions. ----
+
+/// Scratch a stage's matmul may need: stages 01-04 dequantize a whole weight matrix into
+/// weights_f32; later stages quantize activations into x_quantized.
+struct MatmulScratch {
+  std::vector<float> weights_f32;
+  std::vector<unsigned char> x_quantized;
+};
+
+/// y (n_tokens, W.rows) = x (n_tokens, W.cols) @ W^T, for any supported weight type.
+void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScratch& scratch);
+/// out (n,) = x / sqrt(mean(x^2) + eps) * weight. out may alias x.
+void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
+/// Rotates n_heads heads of head_dim floats each (contiguous) in place for position pos.
+void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& params);
+/// In place, stable for huge logits (subtracts the max first).
+void softmax(float* x, int n);
+/// Causal attention of one query token: q (n_head, hd) over n_keys cached rows of keys and values
+/// (each row kv_dim = n_head_kv * hd floats; query head h uses kv head h / (n_head / n_head_kv)).
+/// out (n_head * hd). scores: scratch for n_head * n_keys floats.
+void attention(float* out, const float* q, const float* keys, const float* values, int n_keys,
+               int n_head, int n_head_kv, int head_dim, float* scores);
+/// gate (n,) = silu(gate) * up, SwiGLU's elementwise part.
+void swiglu(float* gate, const float* up, int n);
+
+/// Picks the next token from logits (n_vocab, may be modified) by the contract in sampler.h.
+/// candidates is scratch, reused between calls.
+int sample_token(float* logits, int n_vocab, const SamplerParams& params, Rng& rng,
+                 std::vector<Candidate>& candidates);

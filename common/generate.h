@@ -1,0 +1,60 @@
+// generate.h: the generation loop (prefill, then sample/decode until EOS, EOT or n_predict).
+//
+// A Session keeps the engine's position between calls, so an interactive chat keeps its context.
+// Each generated token is handed to a callback together with the text that is safe to print now
+// (UTF-8 characters split across tokens are held back until complete).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+/// Called for each generated token with its printable text; return false to stop generating.
+/// A final call with token -1 may deliver text held back at the end (an incomplete character).
+using TokenCallback = std::function<bool(int token, const std::string& text)>;
+
+/// Why generation stopped.
+enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Callback };
+
+struct GenerationStats {
+  int prompt_tokens = 0;
+  double prefill_ms = 0;
+  int gen_tokens = 0;    ///< tokens sampled
+  int decode_steps = 0;  ///< forward passes of sampled tokens (what decode tok/s counts)
+  double decode_ms = 0;  ///< time of those forward passes
+  StopReason stop = StopReason::TokenLimit;
+  int last_token = -1;   ///< the last sampled token (the EOS/EOT one when stop is EndOfGeneration)
+};
+
+class Session {
+ public:
+  Session(Engine& engine, const Tokenizer& tokenizer, const SamplerParams& params, int n_vocab);
+
+  /// Feeds input (already tokenized, BOS included if wanted), then samples up to n_predict tokens
+  /// (< 0: until the end of generation or of the context). Throws Error when the input does not
+  /// fit the context of an engine that cannot slide past it.
+  GenerationStats generate(const std::vector<int>& input, int n_predict, const TokenCallback& on_token);
+
+  /// Runs input through the engine and returns the logits after its last token (prefill only).
+  const float* evaluate(const std::vector<int>& input);
+
+  int position() const { return pos_; }
+
+ private:
+  std::vector<int> with_pending(const std::vector<int>& input);
+  const float* run(const std::vector<int>& input);
+
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  SamplerParams params_;
+  int n_vocab_;
+  Rng rng_;
+  int pos_ = 0;
+  int pending_ = -1;  ///< last sampled token, not yet run through the engine
+  std::vector<float> logits_;
+  std::vector<Candidate> candidates_;
+};

@@ -1,0 +1,156 @@
+// main.cpp: the engine's command line. Compiled once per stage (STAGE_NAME names it); every stage
+// shares this file, so all of them take the same flags and print the same stats line.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "chat.h"
+#include "cli.h"
+#include "engine.h"
+#include "error.h"
+#include "generate.h"
+#include "model.h"
+#include "timing.h"
+#include "tokenizer.h"
+
+#ifndef STAGE_NAME
+#define STAGE_NAME "unknown"
+#endif
+
+namespace {
+
+// Prints streamed text at once, so tokens appear as they are generated.
+bool print_text(int /*token*/, const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+void print_stats(double load_ms, const GenerationStats& s, int threads) {
+  auto per_second = [](int n, double ms) { return ms > 0 ? 1000.0 * n / ms : 0.0; };
+  std::fprintf(stderr,
+               "stats: load_ms=%.1f prompt_tokens=%d prefill_tok_s=%.2f gen_tokens=%d "
+               "decode_tok_s=%.2f threads=%d peak_rss_mb=%.1f\n",
+               load_ms, s.prompt_tokens, per_second(s.prompt_tokens, s.prefill_ms), s.gen_tokens,
+               per_second(s.decode_steps, s.decode_ms), threads, peak_rss_mb());
+}
+
+void report_stop(const GenerationStats& s, int n_ctx) {
+  if (s.stop == StopReason::ContextFull)
+    std::fprintf(stderr,
+                 "\n[context full: %d positions; stopped (raise -c, or use a stage with a ring KV "
+                 "cache)]\n",
+                 n_ctx);
+}
+
+std::vector<int> prompt_tokens(const Tokenizer& tokenizer, const std::string& prompt) {
+  std::vector<int> ids;
+  if (tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
+  // As llama.cpp's CLI does, special tokens written in a prompt are parsed.
+  const std::vector<int> text = tokenizer.encode(prompt, /*parse_special=*/true);
+  ids.insert(ids.end(), text.begin(), text.end());
+  return ids;
+}
+
+void write_logits(const std::string& path, const float* logits, int n_vocab) {
+  std::ofstream out(path, std::ios::binary);
+  check(out.good(), "cannot write logits to '", path, "'");
+  out.write(reinterpret_cast<const char*>(logits), static_cast<std::streamsize>(n_vocab) * 4);
+  check(out.good(), "cannot write logits to '", path, "'");
+}
+
+// Interactive (or, with -p, single-turn) chat: each user turn is formatted by the template and
+// the session keeps the whole conversation in the KV cache.
+GenerationStats run_chat(Session& session, const Tokenizer& tokenizer, const GGUFFile& file,
+                         const CliOptions& o) {
+  const ChatTemplate tmpl = detect_chat_template(file, o.chat_template);
+  const std::string bos_text =
+      tokenizer.add_bos() && tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos(), true) : "";
+  const bool interactive = !o.prompt_given;
+  GenerationStats last;
+  std::string line = o.prompt;
+  for (bool first = true;; first = false) {
+    if (interactive) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line)) break;
+      if (line.empty()) continue;
+    }
+    std::string text = format_user_turn(tmpl, o.system_prompt, line, first, bos_text);
+    if (!first) {  // close the previous reply; its end-of-generation token is already fed
+      const bool ended = last.stop == StopReason::EndOfGeneration;
+      text = format_reply_end(tmpl, ended ? tokenizer.piece(last.last_token, true) : "") + text;
+    }
+    last =
+        session.generate(tokenizer.encode(text, /*parse_special=*/true), o.n_predict, print_text);
+    std::fputs("\n", stdout);
+    if (!interactive || last.stop == StopReason::ContextFull) break;
+  }
+  return last;
+}
+
+int run(int argc, char** argv) {
+  const CliOptions o = parse_cli(argc, argv);
+  if (o.help) {
+    std::cout << cli_usage(argv[0]) << "stage: " << STAGE_NAME << "\n";
+    return 0;
+  }
+  const double start = now_ms();
+  auto file = std::make_shared<const GGUFFile>(o.model_path);
+  const Tokenizer tokenizer(*file);
+  if (o.tokenize_only) {
+    const std::vector<int> ids = tokenizer.encode(o.prompt, /*parse_special=*/false);
+    for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+    std::printf("\n");
+    return 0;
+  }
+  const Model model(file);
+  const ModelConfig& config = model.config();
+  check(tokenizer.n_vocab() == config.n_vocab, o.model_path, ": the tokenizer has ",
+        tokenizer.n_vocab(), " tokens but the model's vocabulary is ", config.n_vocab);
+  EngineOptions engine_options;
+  engine_options.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(config.n_ctx_train, kDefaultContext);
+  engine_options.n_threads = o.n_threads > 0 ? o.n_threads : physical_cores();
+  std::unique_ptr<Engine> engine = create_engine(model, engine_options);
+  const double load_ms = now_ms() - start;
+
+  SamplerParams sampler = o.sampler;
+  if (!o.seed_given) sampler.seed = static_cast<uint64_t>(now_ms() * 1000.0);
+  Session session(*engine, tokenizer, sampler, config.n_vocab);
+
+  if (!o.dump_logits_path.empty()) {
+    write_logits(o.dump_logits_path, session.evaluate(prompt_tokens(tokenizer, o.prompt)),
+                 config.n_vocab);
+    return 0;
+  }
+  GenerationStats stats;
+  if (o.chat) {
+    stats = run_chat(session, tokenizer, *file, o);
+  } else {
+    print_text(-1, o.prompt);  // echo the prompt, as llama.cpp does
+    stats = session.generate(prompt_tokens(tokenizer, o.prompt), o.n_predict, print_text);
+    std::fputs("\n", stdout);
+  }
+  report_stop(stats, engine->context_length());
+  print_stats(load_ms, stats, engine->threads());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  return 1;
+}

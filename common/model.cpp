@@ -1,0 +1,235 @@
+// model.cpp: the config from GGUF metadata, then every tensor bound and its shape checked.
+#include "model.h"
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+
+#include "error.h"
+#include "quant.h"
+
+namespace {
+
+// Upper bounds that no real dense model reaches; past them a file is corrupt, not big.
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxEmbd = 65536;
+constexpr int64_t kMaxFF = 1 << 20;
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxVocab = 1 << 24;
+constexpr int64_t kMaxContext = 1 << 24;
+constexpr double kDefaultFreqBase = 10000.0;  // llama's RoPE base when the file gives none
+
+std::string key(const std::string& arch, const std::string& name) {
+  return arch + "." + name;
+}
+
+// A required (or defaulted, when fallback >= 0) integer in 1..max.
+int positive_int(const GGUFFile& f, const std::string& k, int64_t max, int64_t fallback = -1) {
+  const int64_t v = fallback >= 0 ? f.get_int_or(k, fallback) : f.get_int(k);
+  check(v >= 1 && v <= max, f.path(), ": metadata '", k, "' = ", v, " is out of range (1 to ", max,
+        ")");
+  return static_cast<int>(v);
+}
+
+double positive_float(const GGUFFile& f, const std::string& k, double fallback) {
+  const double v = f.get_float_or(k, fallback);
+  check(std::isfinite(v) && v > 0, f.path(), ": metadata '", k, "' = ", v,
+        " must be a positive number");
+  return v;
+}
+
+// llama.cpp's reading: the type defaults to linear; the factor comes from rope.scaling.factor or
+// the older rope.scale_linear, and 0 or absent means no scaling.
+float rope_freq_scale(const GGUFFile& f, const std::string& arch) {
+  const std::string type = f.get_string_or(key(arch, "rope.scaling.type"), "linear");
+  const std::string factor_key = f.has(key(arch, "rope.scaling.factor"))
+                                     ? key(arch, "rope.scaling.factor")
+                                     : key(arch, "rope.scale_linear");
+  const double factor = f.get_float_or(factor_key, 0.0);
+  check(std::isfinite(factor) && factor >= 0, f.path(), ": metadata '", factor_key, "' = ", factor,
+        " must be a non-negative number");
+  if (type == "none") {
+    check(factor == 0 || factor == 1, f.path(), ": rope scaling type is 'none' but '", factor_key,
+          "' = ", factor);
+    return 1.0f;
+  }
+  check(type == "linear", f.path(), ": rope scaling type '", type,
+        "' is not supported (supported: none, linear)");
+  return factor == 0 ? 1.0f : static_cast<float>(1.0 / factor);
+}
+
+}  // namespace
+
+ModelConfig read_config(const GGUFFile& f) {
+  ModelConfig c;
+  c.arch_name = f.get_string("general.architecture");
+  const std::string& a = c.arch_name;
+  if (a == "llama") {
+    c.arch = Arch::Llama;
+    c.rope.style = RopeStyle::AdjacentPairs;
+  } else if (a == "qwen2") {
+    c.arch = Arch::Qwen2;
+    c.rope.style = RopeStyle::HalfSplit;
+    c.has_qkv_bias = true;
+  } else {
+    fail(f.path(), ": unsupported architecture '", a, "' (supported: llama, qwen2)");
+  }
+
+  c.n_ctx_train = positive_int(f, key(a, "context_length"), kMaxContext);
+  c.n_embd = positive_int(f, key(a, "embedding_length"), kMaxEmbd);
+  c.n_layer = positive_int(f, key(a, "block_count"), kMaxLayers);
+  c.n_ff = positive_int(f, key(a, "feed_forward_length"), kMaxFF);
+  c.n_head = positive_int(f, key(a, "attention.head_count"), kMaxHeads);
+  c.n_head_kv = positive_int(f, key(a, "attention.head_count_kv"), kMaxHeads, c.n_head);
+  check(c.n_embd % c.n_head == 0, f.path(), ": embedding_length ", c.n_embd,
+        " is not a multiple of head_count ", c.n_head);
+  check(c.n_head % c.n_head_kv == 0, f.path(), ": head_count ", c.n_head,
+        " is not a multiple of head_count_kv ", c.n_head_kv);
+  c.head_dim = c.n_embd / c.n_head;
+  check(c.head_dim % 2 == 0, f.path(), ": head dimension ", c.head_dim,
+        " is odd; RoPE rotates pairs");
+  for (const char* length : {"attention.key_length", "attention.value_length"}) {
+    const int64_t v = f.get_int_or(key(a, length), c.head_dim);
+    check(v == c.head_dim, f.path(), ": metadata '", key(a, length), "' = ", v,
+          " differs from the head dimension ", c.head_dim, " (not supported)");
+  }
+
+  const std::string eps_key = key(a, "attention.layer_norm_rms_epsilon");
+  const double eps = f.get_float(eps_key);
+  check(std::isfinite(eps) && eps > 0 && eps < 1, f.path(), ": metadata '", eps_key, "' = ", eps,
+        " is out of range (0 to 1)");
+  c.rms_eps = static_cast<float>(eps);
+
+  c.rope.n_rot = positive_int(f, key(a, "rope.dimension_count"), kMaxEmbd, c.head_dim);
+  check(c.rope.n_rot == c.head_dim, f.path(), ": rope.dimension_count ", c.rope.n_rot,
+        " differs from the head dimension ", c.head_dim, " (partial RoPE is not supported)");
+  c.rope.freq_base =
+      static_cast<float>(positive_float(f, key(a, "rope.freq_base"), kDefaultFreqBase));
+  c.rope.freq_scale = rope_freq_scale(f, a);
+
+  if (f.has(key(a, "vocab_size"))) {
+    c.n_vocab = positive_int(f, key(a, "vocab_size"), kMaxVocab);
+  } else {
+    const TensorInfo* embd = f.find_tensor("token_embd.weight");
+    check(embd != nullptr && embd->ne.size() == 2, f.path(), ": no '", key(a, "vocab_size"),
+          "' and no 2-D token_embd.weight to tell the vocabulary size");
+    check(embd->ne[1] <= kMaxVocab, f.path(), ": token_embd.weight has ", embd->ne[1],
+          " rows, more than ", kMaxVocab);
+    c.n_vocab = static_cast<int>(embd->ne[1]);
+  }
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+// ---- binding tensors ----
+
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t d = 0; d < ne.size(); ++d) s += (d ? ", " : "") + std::to_string(ne[d]);
+  return s + "]";
+}
+
+// Looks tensors up by name, checks their shapes and types, and remembers which were used.
+class Binder {
+ public:
+  explicit Binder(const GGUFFile& f) : f_(f) {}
+
+  const TensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
+
+  const TensorInfo& shaped(const std::string& name, const std::vector<int64_t>& ne) {
+    const TensorInfo* t = f_.find_tensor(name);
+    check(t != nullptr, f_.path(), ": missing tensor '", name, "'");
+    check(t->ne == ne, f_.path(), ": tensor '", name, "' has shape ", shape_string(t->ne),
+          ", expected ", shape_string(ne));
+    used_.insert(name);
+    return *t;
+  }
+
+  // W (rows, cols): ggml shape [cols, rows].
+  Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorInfo& t = shaped(name, {cols, rows});
+    check(type_supported(t.type), f_.path(), ": tensor '", name, "' has type ",
+          ggml_type_name(t.type), ", which this engine cannot compute with (supported: f32, f16, ",
+          "q4_0, q8_0, q6_K)");
+    Weight w;
+    w.name = name;
+    w.type = t.type;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = t.data;
+    w.row_bytes = type_row_bytes(t.type, cols);
+    check(reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) == 0, f_.path(), ": tensor '",
+          name, "' data is not 2-byte aligned");
+    return w;
+  }
+
+  // A 1-D F32 vector of n (norm weights, biases, rope factors).
+  const float* vector(const std::string& name, int64_t n) {
+    const TensorInfo& t = shaped(name, {n});
+    check(t.type == GGMLType::F32, f_.path(), ": tensor '", name, "' has type ",
+          ggml_type_name(t.type), ", expected f32");
+    check(reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0, f_.path(), ": tensor '", name,
+          "' data is not 4-byte aligned");
+    return static_cast<const float*>(t.data);
+  }
+
+  // llama.cpp refuses files with tensors it did not ask for; so do we, naming one.
+  void check_all_used() const {
+    for (const TensorInfo& t : f_.tensors()) {
+      check(used_.count(t.name) != 0, f_.path(), ": unexpected tensor '", t.name, "' (",
+            f_.tensors().size(), " tensors in the file, ", used_.size(), " used)");
+    }
+  }
+
+ private:
+  const GGUFFile& f_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+Model::Model(std::shared_ptr<const GGUFFile> file) : file_(std::move(file)) {
+  check(file_ != nullptr, "Model: no file");
+  const GGUFFile& f = *file_;
+  check(!f.tensors().empty(), f.path(), ": has no tensors (vocab-only file?)");
+  config_ = read_config(f);
+  const ModelConfig& c = config_;
+  const int64_t q_dim = int64_t(c.n_head) * c.head_dim;  // = n_embd
+  Binder bind(f);
+
+  token_embd_ = bind.matrix("token_embd.weight", c.n_vocab, c.n_embd);
+  output_norm_ = bind.vector("output_norm.weight", c.n_embd);
+  output_ = c.tied_output ? token_embd_ : bind.matrix("output.weight", c.n_vocab, c.n_embd);
+  if (bind.find("rope_freqs.weight") != nullptr) {
+    config_.rope.freq_factors = bind.vector("rope_freqs.weight", c.rope.n_rot / 2);
+  }
+
+  layers_.resize(c.n_layer);
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = layers_[i];
+    l.attn_norm = bind.vector(p + "attn_norm.weight", c.n_embd);
+    l.wq = bind.matrix(p + "attn_q.weight", q_dim, c.n_embd);
+    l.wk = bind.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd);
+    l.wv = bind.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd);
+    l.wo = bind.matrix(p + "attn_output.weight", c.n_embd, q_dim);
+    if (c.has_qkv_bias) {
+      l.bq = bind.vector(p + "attn_q.bias", q_dim);
+      l.bk = bind.vector(p + "attn_k.bias", c.kv_dim());
+      l.bv = bind.vector(p + "attn_v.bias", c.kv_dim());
+    }
+    l.ffn_norm = bind.vector(p + "ffn_norm.weight", c.n_embd);
+    l.w_gate = bind.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
+    l.w_up = bind.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
+    l.w_down = bind.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
+  }
+  bind.check_all_used();
+}
+
+void Model::embed(int token, float* out) const {
+  check(token >= 0 && token < config_.n_vocab, file_->path(), ": token id ", token,
+        " is out of range (vocabulary of ", config_.n_vocab, ")");
+  dequantize_row(token_embd_.type, token_embd_.row(token), out, config_.n_embd);
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Command-line checks for one stage's engine: bad input of every kind gets one "error:" line on
+# stderr and a plain non-zero exit (no crash, no hang); good input gives the documented output.
+# Prints one line per failure, then "PASSED FAILED" as its last line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=$1
+engine="build/$stage/engine"
+model=data/models/tiny-llama-f32.gguf
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+timeout_s=60
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL [$stage] $*"; }
+
+# expect_error NAME ARGS...: exit 1..123, one stderr line starting "error:", nothing crashed.
+expect_error() {
+  local name=$1
+  shift
+  timeout "$timeout_s" "$engine" "$@" >"$work/out" 2>"$work/err"
+  local rc=$? lines
+  lines=$(wc -l <"$work/err")
+  if [ "$rc" -ge 1 ] && [ "$rc" -lt 124 ] && [ "$lines" -eq 1 ] && grep -q '^error: ' "$work/err"; then
+    ok
+  else
+    bad "$name: rc=$rc, stderr: $(head -c 300 "$work/err")"
+  fi
+}
+
+# expect_ok NAME ARGS...: exit 0.
+expect_ok() {
+  local name=$1
+  shift
+  if timeout "$timeout_s" "$engine" "$@" >"$work/out" 2>"$work/err"; then
+    ok
+  else
+    bad "$name: rc=$?, stderr: $(head -c 300 "$work/err")"
+  fi
+}
+
+/usr/bin/python3 tests/cli/make_bad_inputs.py "$work/bad" "$model"
+for f in "$work"/bad/*.gguf; do
+  expect_error "$(basename "$f")" -m "$f" -p hi -n 1
+  grep -q "$(basename "$f")" "$work/err" || bad "$(basename "$f"): message does not name the file"
+done
+expect_error missing-file -m "$work/no-such-file.gguf" -p hi
+expect_error directory -m "$work" -p hi
+expect_error no-model -p hi
+expect_error unknown-flag -m "$model" --frobnicate
+expect_error missing-value -m "$model" -n
+expect_error bad-n -m "$model" -n abc
+expect_error bad-threads -m "$model" -t 0
+expect_error bad-ctx -m "$model" -c -5
+expect_error bad-temp -m "$model" --temp -1
+expect_error bad-top-p -m "$model" --top-p 1.5
+expect_error bad-top-k -m "$model" --top-k x
+expect_error bad-seed -m "$model" -s 12abc
+expect_error missing-prompt-file -m "$model" -f "$work/none.txt"
+expect_error prompt-too-long -m "$model" -c 4 -p "the the the the the the the the the the"
+expect_error bad-chat-template -m "$model" --chat -p hi --chat-template nonsense
+
+expect_ok help -h
+grep -q -- '--dump-logits' "$work/out" || bad "help: no --dump-logits in --help"
+expect_ok generate -m "$model" -p "the cat" -n 8 --temp 0
+stats_re='^stats: load_ms=[0-9.]+ prompt_tokens=[0-9]+ prefill_tok_s=[0-9.]+ gen_tokens=[0-9]+ decode_tok_s=[0-9.]+ threads=[0-9]+ peak_rss_mb=[0-9.]+$'
+grep -Eq "$stats_re" "$work/err" && ok || bad "stats line: $(tail -n 1 "$work/err")"
+expect_ok dump-logits -m "$model" -p "the cat" --dump-logits "$work/logits.f32"
+n_vocab=$(awk '$1 == "n_vocab" {print $2}' data/golden/tiny-llama-f32.txt 2>/dev/null)
+size=$(stat -c %s "$work/logits.f32" 2>/dev/null || echo 0)
+[ -n "$n_vocab" ] && [ "$size" -eq $((n_vocab * 4)) ] && ok || bad "dump-logits: $size bytes for n_vocab=$n_vocab"
+expect_ok tokenize -m "$model" -p "the cat" --tokenize
+grep -Eq '^[0-9]+( [0-9]+)*$' "$work/out" && ok || bad "tokenize output: $(head -c 200 "$work/out")"
+vocab=../shared/vocab/ggml-vocab-deepseek-llm.gguf
+if [ -f "$vocab" ]; then
+  expect_ok tokenize-real-vocab -m "$vocab" -p "Hello world" --tokenize
+else
+  echo "SKIPPED [$stage] tokenize-real-vocab: ../shared is not present" >&2
+fi
+echo "$pass $fail"

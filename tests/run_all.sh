@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the shared Catch2 suite and the CLI checks for each stage given, then prints one line:
+#   N passed, M failed
+# where N and M count test cases: every Catch2 test case of every stage's suite, plus every
+# command-line check in tests/cli_test.sh, once per stage.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+total_pass=0
+total_fail=0
+for stage in "$@"; do
+  log="build/$stage/tests.log"
+  "build/$stage/tests" >"$log" 2>&1
+  status=$?
+  pass=0
+  fail=0
+  if line=$(grep -E '^All tests passed' "$log"); then
+    pass=$(sed -E 's/.* in ([0-9]+) test case.*/\1/' <<<"$line")
+  elif line=$(grep -E '^test cases:' "$log"); then
+    pass=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
+    fail=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
+    grep -q 'passed' <<<"$line" || pass=0
+  else
+    fail=1  # the suite crashed before its summary
+  fi
+  [ "$status" -ne 0 ] && [ "$fail" -eq 0 ] && fail=1
+  skipped=$(grep -c 'SKIPPED:' "$log")
+  echo "$stage: suite $pass passed, $fail failed ($skipped skipped for lack of ../shared)"
+  [ "$fail" -ne 0 ] && tail -n 60 "$log"
+  read -r cpass cfail < <(bash tests/cli_test.sh "$stage" | tail -n 1)
+  echo "$stage: cli $cpass passed, $cfail failed"
+  total_pass=$((total_pass + pass + cpass))
+  total_fail=$((total_fail + fail + cfail))
+done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Benchmark harness: runs stages' engines on one model and writes the measured tables.
+
+    /usr/bin/python3 tools/bench.py --stages 01_naive 02_loop_reorder --model M.gguf --threads 2
+
+For every stage: one warm-up run, then --runs timed runs of the engine's own CLI (greedy, a fixed
+prompt of --prompt-tokens tokens, --gen-tokens generated), parsing its `stats:` line; the median
+of each figure is reported. Prefill and decode are reported separately, as llama.cpp does.
+Results go into docs/benchmarks.md between markers (one section per model and thread count, other
+sections kept), the chart docs/benchmarks-<section>.png (gnuplot), and each stage page's
+`<!-- bench:table -->` block. Nothing here is a test: speed never fails the build.
+"""
+import argparse
+import datetime
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STATS_RE = re.compile(r"^stats: (.*)$", re.M)
+PROMPT_WORDS = ("Once upon a time there was a little robot who loved to count the stars above "
+                "the quiet town, and every night it wrote a new number in its small blue book. ")
+MARK_BEGIN = "<!-- bench:begin {} -->"
+MARK_END = "<!-- bench:end {} -->"
+GB = 1e9
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def engine_path(stage):
+    return os.path.join(ROOT, "build", stage, "engine")
+
+
+def make_prompt(stage, model, n_tokens):
+    """A prompt text of about n_tokens tokens for this model's tokenizer (checked with --tokenize)."""
+    words = (PROMPT_WORDS * (n_tokens // 8 + 4)).split(" ")
+    lo, hi = 1, len(words)
+    while lo < hi:  # the shortest word prefix with >= n_tokens tokens
+        mid = (lo + hi) // 2
+        out = run([engine_path(stage), "-m", model, "--tokenize", "-p", " ".join(words[:mid])])
+        if out.returncode != 0:
+            sys.exit(f"bench: --tokenize failed: {out.stderr.strip()}")
+        if len(out.stdout.split()) >= n_tokens:
+            hi = mid
+        else:
+            lo = mid + 1
+    return " ".join(words[:lo])
+
+
+def parse_stats(stderr):
+    found = STATS_RE.findall(stderr)
+    if not found:
+        raise RuntimeError("no stats line in engine output:\n" + stderr[-2000:])
+    return {k: float(v) for k, v in (kv.split("=") for kv in found[-1].split())}
+
+
+def bench_stage(stage, model, prompt_file, args):
+    cmd = [engine_path(stage), "-m", model, "-f", prompt_file, "-n", str(args.gen_tokens),
+           "-t", str(args.threads), "--temp", "0", "-c", str(args.prompt_tokens + args.gen_tokens + 16)]
+    samples = []
+    for i in range(args.runs + 1):
+        out = run(cmd)
+        if out.returncode != 0:
+            sys.exit(f"bench: {' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
+        if i > 0:  # run 0 is the warm-up (page cache, CPU frequency)
+            samples.append(parse_stats(out.stderr))
+    median = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+    median["cmd"] = " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
+    return median
+
+
+def weight_bytes_per_token(model):
+    """Bytes of weights one decode step reads: every tensor except the embedding table, of which
+    one row is read (unless the output is tied to it, then all of it is read as the output)."""
+    r = gguf.GGUFReader(model)
+    total = sum(t.nbytes for t in r.tensors.values())
+    embd = r.tensors["token_embd.weight"]
+    if "output.weight" in r.tensors:
+        total -= embd.nbytes - embd.nbytes // embd.ne[1]
+    return total, r
+
+
+def machine_lines():
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cxx = run(["g++", "--version"]).stdout.splitlines()[0]
+    flags = run(["make", "-s", "-C", ROOT, "print-flags"]).stdout.strip()
+    return [f"- machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}",
+            f"- compiler: {cxx}; flags: `{flags}`"]
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def table(results, stages, bytes_per_token):
+    head = ("| stage | decode tok/s | x prev | x 01 | prefill tok/s | x prev | x 01 | "
+            "peak RSS MB | weights GB/s (decode) |\n|---|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    first = results[stages[0]]
+    for i, s in enumerate(stages):
+        r = results[s]
+        prev = results[stages[i - 1]] if i else r
+        rows.append(f"| {s} | {r['decode_tok_s']:.2f} | {ratio(r['decode_tok_s'], prev['decode_tok_s'])} | "
+                    f"{ratio(r['decode_tok_s'], first['decode_tok_s'])} | {r['prefill_tok_s']:.2f} | "
+                    f"{ratio(r['prefill_tok_s'], prev['prefill_tok_s'])} | "
+                    f"{ratio(r['prefill_tok_s'], first['prefill_tok_s'])} | {r['peak_rss_mb']:.0f} | "
+                    f"{bytes_per_token * r['decode_tok_s'] / GB:.2f} |")
+    return head + "\n".join(rows) + "\n"
+
+
+def replace_block(text, key, block):
+    begin, end = MARK_BEGIN.format(key), MARK_END.format(key)
+    new = f"{begin}\n{block}{end}"
+    if begin in text and end in text:
+        return text[:text.index(begin)] + new + text[text.index(end) + len(end):]
+    return text.rstrip("\n") + "\n\n" + new + "\n"
+
+
+def chart(results, stages, key, png):
+    gnuplot = shutil.which("gnuplot")
+    if not gnuplot:
+        print("bench: gnuplot not found (apt-get install gnuplot-nox): no chart", file=sys.stderr)
+        return False
+    data = png + ".dat"
+    with open(data, "w") as f:
+        for s in stages:
+            f.write(f"{s} {results[s]['decode_tok_s']} {results[s]['prefill_tok_s']}\n")
+    script = f"""set terminal pngcairo size 900,420 noenhanced font ',10'
+set output '{png}'
+set title 'tokens/s per stage ({key}), log scale'
+set style data histograms
+set style histogram cluster gap 1
+set style fill solid 0.8 border -1
+set logscale y
+set grid ytics
+set ylabel 'tokens/s'
+set xtics rotate by -20
+plot '{data}' using 2:xtic(1) title 'decode', '' using 3 title 'prefill'
+"""
+    out = subprocess.run([gnuplot], input=script, text=True, capture_output=True)
+    os.remove(data)
+    if out.returncode != 0:
+        print("bench: gnuplot failed: " + out.stderr, file=sys.stderr)
+        return False
+    return True
+
+
+def update_stage_pages(results, stages, key, bytes_per_token):
+    for i, s in enumerate(stages):
+        page = os.path.join(ROOT, "docs", "stages", s + ".md")
+        if not os.path.exists(page):
+            continue
+        shown = sorted({stages[0], stages[max(i - 1, 0)], s}, key=stages.index)
+        text = open(page).read()
+        block = f"Measured by `make bench` ({key}):\n\n" + table(results, shown, bytes_per_token)
+        open(page, "w").write(replace_block(text, key, block))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stages", nargs="+", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--gen-tokens", type=int, default=32)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--no-pages", action="store_true", help="do not touch docs/stages/*.md")
+    args = ap.parse_args()
+
+    model = os.path.abspath(args.model)
+    bytes_per_token, _ = weight_bytes_per_token(model)
+    prompt = make_prompt(args.stages[0], model, args.prompt_tokens)
+    prompt_file = os.path.join(ROOT, "build", "bench-prompt.txt")
+    with open(prompt_file, "w") as f:
+        f.write(prompt)
+    results = {}
+    for s in args.stages:
+        results[s] = bench_stage(s, model, prompt_file, args)
+        r = results[s]
+        print(f"{s}: prefill {r['prefill_tok_s']:.2f} tok/s, decode {r['decode_tok_s']:.2f} tok/s, "
+              f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+
+    name = os.path.splitext(os.path.basename(model))[0]
+    key = f"{name}-t{args.threads}"
+    png = os.path.join(os.path.dirname(args.out), f"benchmarks-{key}.png")
+    have_chart = chart(results, args.stages, key, png)
+    cmd = (f"make bench MODEL={os.path.relpath(model, ROOT)} THREADS={args.threads} "
+           f"RUNS={args.runs} PROMPT_TOKENS={args.prompt_tokens} GEN_TOKENS={args.gen_tokens}")
+    block = "\n".join([
+        f"### {name}, {args.threads} thread(s)", "",
+        f"Generated by `{cmd}` on {datetime.date.today()}; median of {args.runs} runs after one "
+        f"warm-up; {int(results[args.stages[0]]['prompt_tokens'])}-token prompt, "
+        f"{args.gen_tokens} generated tokens, greedy.", "",
+        *machine_lines(),
+        f"- model: `{os.path.relpath(model, ROOT)}`, {os.path.getsize(model) / 2**20:.1f} MiB; "
+        f"weights read per decoded token: {bytes_per_token / 2**20:.1f} MiB",
+        f"- engine command (per stage): `{results[args.stages[0]]['cmd']}`", "",
+        table(results, args.stages, bytes_per_token),
+        f"![tokens/s per stage]({os.path.basename(png)})\n" if have_chart else ""])
+    text = open(args.out).read() if os.path.exists(args.out) else (
+        "# Benchmarks\n\nEvery table here is written by `tools/bench.py` (`make bench`); "
+        "do not edit by hand.\n")
+    with open(args.out, "w") as f:
+        f.write(replace_block(text, key, block))
+    if not args.no_pages:
+        update_stage_pages(results, args.stages, key, bytes_per_token)
+    print(f"bench: wrote {os.path.relpath(args.out, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
