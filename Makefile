@@ -10,7 +10,7 @@ OPT := -O3 -march=native
 CXXFLAGS := -std=c++20 $(OPT) -Wall -Wextra -Wshadow -MMD -MP -Icommon
 LDLIBS := -lpcre2-8
 
-STAGES := $(sort $(notdir $(wildcard stages/[0-9][0-9]_*)))
+STAGES := $(sort $(notdir $(wildcard stages/[0-9][0-9]_* stages/[0-9][0-9]x*_*)))
 LAST := $(lastword $(STAGES))
 # STAGE=04 or STAGE=04_openmp; default: the last stage. STAGES_TO_TEST: all, or STAGE if given.
 STAGE ?= $(LAST)
@@ -51,6 +51,10 @@ build/tests/catch_main.o: tests/support/catch_main.cc
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
+build/tools/%.o: tools/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
 build/tests/%.o: tests/%.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -Itests -DPROJECT_ROOT='"$(CURDIR)"' -c $< -o $@
@@ -70,6 +74,8 @@ build/$(1)/main.o: common/main.cpp
 build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+build/$(1)/bench_kernels: $$(OBJ_$(1)) build/tools/bench_kernels.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
@@ -120,3 +126,17 @@ docs:
 	@bash tools/deps.sh doxygen
 	@mkdir -p build/docs
 	FINAL_STAGE=stages/$(LAST) doxygen docs/Doxyfile && echo "docs: build/docs/html/index.html"
+
+# Coursework: `make new-stage FROM=03 NAME=my_tiles` copies stages/03_*/ to stages/03x_my_tiles/,
+# which sorts after its source, is built and tested with the others, and is selected by STAGE=03x.
+new-stage:
+	@bash tools/new_stage.sh "$(FROM)" "$(NAME)"
+
+# Docs that quote the code (--help, line counts, stage pages, links): tools/docs_check.py.
+# Checked against the last numbered stage; learner stages (NNx_name) are not "the final stage".
+DOCS_STAGE := $(lastword $(sort $(notdir $(wildcard stages/[0-9][0-9]_*))))
+docs-check: build/$(DOCS_STAGE)/engine
+	$(PYTHON) tools/docs_check.py --stage $(DOCS_STAGE)
+docs-update: build/$(DOCS_STAGE)/engine
+	$(PYTHON) tools/docs_check.py --stage $(DOCS_STAGE) --update
+.PHONY: new-stage docs-check docs-update

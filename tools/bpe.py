@@ -1,17 +1,27 @@
-"""bpe.py: GPT-2 byte-level BPE in its simplest form (training and encoding), for the test vocab.
+"""bpe.py: GPT-2 byte-level BPE (training and encoding) for the project's vocabularies.
 
 Bytes are mapped to printable unicode characters with GPT-2's table (space -> "Ġ", newline -> "Ċ"),
-so every token and merge is a plain string. Encoding splits the text into pieces with an ASCII
-subset of DeepSeek-LLM's pre-tokenizer (enough for the English prompts used here), then merges
-adjacent symbols by rank until no ranked pair is left.
+so every token and merge is a plain string. Encoding splits the text into pieces as llama.cpp's
+"deepseek-llm" pre-tokenizer does (for ASCII text), then merges adjacent symbols by rank until no
+ranked pair is left.
 """
 
+import heapq
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 
-# ASCII subset of llama.cpp's "deepseek-llm" pre-tokenizer: newlines alone, letter runs with an
-# optional leading space, punctuation runs with an optional leading space, whitespace, digit runs.
-PIECE_RE = re.compile(r"[\r\n]|\s?[A-Za-z]+|\s?[!-/:-@\[-`{-~]+|\s+|[0-9]+")
+# llama.cpp's "deepseek-llm" pre-tokenizer regexes restricted to ASCII (common/pretokenizer.cpp
+# has the full Unicode ones): newlines alone, letter runs with an optional leading whitespace,
+# punctuation runs with an optional leading whitespace, whitespace at the end of a fragment, digit
+# runs. \s is std::regex's ASCII one, and $ is the end of the fragment.
+_SPACE = r"[\t\n\v\f\r ]"
+DEEPSEEK_LLM_ASCII = [re.compile(p) for p in (
+    r"[\r\n]",
+    _SPACE + r"?[A-Za-z]+",
+    _SPACE + r"?[!-/:-~]+",
+    _SPACE + r"+\Z",
+    r"[0-9]+",
+)]
 
 
 def bytes_to_unicode():
@@ -40,54 +50,106 @@ def to_symbols(piece):
 
 
 def pieces(text):
-    return PIECE_RE.findall(text)
+    """Text -> pieces, as llama.cpp splits it: the regexes apply one after another, each cutting
+    every fragment left by the previous ones into its matches and the gaps between them (a gap
+    stays a fragment). ASCII text only: the Unicode classes are not reproduced here."""
+    if not text.isascii():
+        raise ValueError("bpe.pieces: the Python pre-tokenizer covers ASCII text only")
+    fragments = [text] if text else []
+    for regex in DEEPSEEK_LLM_ASCII:
+        cut = []
+        for fragment in fragments:
+            gap = 0
+            for m in regex.finditer(fragment):  # no regex here can match the empty string
+                if m.start() > gap:
+                    cut.append(fragment[gap:m.start()])
+                cut.append(m.group())
+                gap = m.end()
+            if gap < len(fragment):
+                cut.append(fragment[gap:])
+        fragments = cut
+    return fragments
+
+
+def _merge_pair(word, a, b):
+    """word (tuple of symbols) with every (a, b) pair joined, left to right."""
+    out = []
+    i = 0
+    while i < len(word):
+        if i + 1 < len(word) and word[i] == a and word[i + 1] == b:
+            out.append(a + b)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
 
 
 def train_merges(text, n_merges):
-    """Learns n_merges merges from text: repeatedly merge the most frequent adjacent pair
-    (ties: the pair whose joined strings sort first), counting within pieces only."""
-    words = Counter(tuple(to_symbols(p)) for p in pieces(text))
+    """Learns up to n_merges merges from text: repeatedly merge the most frequent adjacent pair
+    (ties: the pair whose joined strings "a b" sort first), counting within pieces only."""
+    return train_merges_from_counts(Counter(tuple(to_symbols(p)) for p in pieces(text)), n_merges)
+
+
+def train_merges_from_counts(word_counts, n_merges):
+    """train_merges on {word (tuple of symbols): count}. Pair counts are kept up to date
+    incrementally (only the words holding the merged pair are recounted) and the best pair comes
+    from a heap whose stale entries are skipped, so thousands of merges take seconds; the result
+    equals recounting every pair after every merge."""
+    words = [tuple(w) for w in word_counts]
+    counts = [word_counts[w] for w in word_counts]
+    pair_count = Counter()
+    holders = defaultdict(set)  # pair -> ids of the words that hold (or once held) it
+    for i, word in enumerate(words):
+        for pair in zip(word, word[1:]):
+            pair_count[pair] += counts[i]
+            holders[pair].add(i)
+    heap = [(-c, a + " " + b, a, b) for (a, b), c in pair_count.items()]
+    heapq.heapify(heap)
     merges = []
-    for _ in range(n_merges):
-        pairs = Counter()
-        for word, count in words.items():
-            for a, b in zip(word, word[1:]):
-                pairs[(a, b)] += count
-        if not pairs:
-            break
-        best = min(pairs, key=lambda p: (-pairs[p], p[0] + " " + p[1]))
-        merges.append(best)
-        merged = Counter()
-        for word, count in words.items():
-            out = []
-            i = 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                    out.append(word[i] + word[i + 1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] += count
-        words = merged
+    while heap and len(merges) < n_merges:
+        neg_count, _, a, b = heapq.heappop(heap)
+        if pair_count[(a, b)] <= 0 or -neg_count != pair_count[(a, b)]:
+            continue  # stale: a later entry holds the current count
+        merges.append((a, b))
+        changed = set()
+        for i in holders.pop((a, b)):
+            old = words[i]
+            new = _merge_pair(old, a, b)
+            if new == old:
+                continue
+            for pair in zip(old, old[1:]):
+                pair_count[pair] -= counts[i]
+                changed.add(pair)
+            for pair in zip(new, new[1:]):
+                pair_count[pair] += counts[i]
+                holders[pair].add(i)
+                changed.add(pair)
+            words[i] = new
+        for pair in changed:
+            if pair_count[pair] > 0:
+                heapq.heappush(heap, (-pair_count[pair], pair[0] + " " + pair[1], *pair))
     return merges
 
 
 def encode(text, token_ids, merges):
     """Text -> token ids. token_ids: token string -> id; merges: list of "a b" strings (rank =
-    position). Does not add BOS."""
+    position). Does not add BOS. Each distinct piece is merged once (cached)."""
     ranks = {tuple(m.split(" ")): r for r, m in enumerate(merges)}
+    cache = {}
     ids = []
     for piece in pieces(text):
-        symbols = to_symbols(piece)
-        while len(symbols) > 1:
-            ranked = [(ranks.get((a, b), len(ranks)), i)
-                      for i, (a, b) in enumerate(zip(symbols, symbols[1:]))]
-            rank, i = min(ranked)
-            if rank == len(ranks):
-                break
-            symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
-        ids.extend(token_ids[s] for s in symbols)
+        if piece not in cache:
+            symbols = to_symbols(piece)
+            while len(symbols) > 1:
+                ranked = [(ranks.get((a, b), len(ranks)), i)
+                          for i, (a, b) in enumerate(zip(symbols, symbols[1:]))]
+                rank, i = min(ranked)
+                if rank == len(ranks):
+                    break
+                symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
+            cache[piece] = [token_ids[s] for s in symbols]
+        ids.extend(cache[piece])
     return ids
 
 

@@ -100,10 +100,13 @@ evening, and the sun came out over the water. They were happy, and the town was 
 """
 
 
-def build_vocab():
-    """-> (tokens, token_types, merges, bos_id, eos_id) of the tiny byte-level BPE vocabulary."""
+def build_vocab(merges=None):
+    """-> (tokens, token_types, merges, bos_id, eos_id) of a byte-level BPE vocabulary: the 256
+    byte tokens, the merge results, BOS, EOS, then unused tokens up to a multiple of
+    VOCAB_MULTIPLE. merges: (a, b) pairs; default: the tiny models', learned from BUILTIN_TEXT."""
     tokens = [bpe.BYTE_TO_CHAR[b] for b in range(256)]
-    merges = bpe.train_merges(BUILTIN_TEXT, N_MERGES)
+    if merges is None:
+        merges = bpe.train_merges(BUILTIN_TEXT, N_MERGES)
     for a, b in merges:
         if a + b not in tokens:
             tokens.append(a + b)
@@ -118,7 +121,13 @@ def build_vocab():
 
 
 def add_tiny_vocab(writer):
-    tokens, types, merges, bos_id, eos_id = build_vocab()
+    return add_bpe_vocab(writer, build_vocab())
+
+
+def add_bpe_vocab(writer, vocab):
+    """tokenizer.* keys of vocab (build_vocab's tuple), gpt2 model, deepseek-llm pre-tokenizer.
+    -> the number of tokens."""
+    tokens, types, merges, bos_id, eos_id = vocab
     writer.add_string("tokenizer.ggml.model", "gpt2")
     writer.add_string("tokenizer.ggml.pre", "deepseek-llm")
     writer.add_array("tokenizer.ggml.tokens", GGUFType.STRING, tokens)
@@ -267,20 +276,30 @@ def write_tiny_models(out_dir, seed):
     return sums
 
 
-def write_sums(out_dir, sums):
-    with open(out_dir / "SHA256SUMS", "w") as f:
-        for file_name in sorted(sums):
-            f.write(f"{sums[file_name]}  {file_name}\n")
-
-
-def check_tiny_models(out_dir, seed):
-    """Regenerates into a temp dir and compares with out_dir and its SHA256SUMS. -> exit code."""
-    recorded = {}
+def read_sums(out_dir):
+    """{file name: sha256} from out_dir/SHA256SUMS ({} when absent)."""
     sums_path = out_dir / "SHA256SUMS"
+    recorded = {}
     if sums_path.exists():
         for line in sums_path.read_text().splitlines():
             digest, file_name = line.split(maxsplit=1)
             recorded[file_name] = digest
+    return recorded
+
+
+def write_sums(out_dir, sums):
+    """Records sums in out_dir/SHA256SUMS, keeping the lines of other files still present there
+    (the trained models of tools/train_tiny.py share the file)."""
+    kept = {f: d for f, d in read_sums(out_dir).items() if (out_dir / f).exists()}
+    kept.update(sums)
+    with open(out_dir / "SHA256SUMS", "w") as f:
+        for file_name in sorted(kept):
+            f.write(f"{kept[file_name]}  {file_name}\n")
+
+
+def check_tiny_models(out_dir, seed):
+    """Regenerates into a temp dir and compares with out_dir and its SHA256SUMS. -> exit code."""
+    recorded = read_sums(out_dir)  # other files listed there (trained models) are not checked
     with tempfile.TemporaryDirectory() as tmp:
         fresh = write_tiny_models(Path(tmp), seed)
     bad = 0
@@ -381,15 +400,7 @@ def copy_vocab(writer, n_vocab):
         else:
             tokens.append(f"<unused_{i}>")
             types.append(TOKEN_UNUSED)
-    writer.add_string("tokenizer.ggml.model", "gpt2")
-    writer.add_string("tokenizer.ggml.pre", "deepseek-llm")
-    writer.add_array("tokenizer.ggml.tokens", GGUFType.STRING, tokens)
-    writer.add_array("tokenizer.ggml.token_type", GGUFType.INT32, types)
-    writer.add_array("tokenizer.ggml.merges", GGUFType.STRING, merges)
-    writer.add_u32("tokenizer.ggml.bos_token_id", bos_id)
-    writer.add_u32("tokenizer.ggml.eos_token_id", bos_id + 1)
-    writer.add_bool("tokenizer.ggml.add_bos_token", True)
-    writer.add_bool("tokenizer.ggml.add_eos_token", False)
+    add_bpe_vocab(writer, (tokens, types, merges, bos_id, bos_id + 1))
 
 
 def write_preset(preset, out_dir, seed, output_type, n_layer_override):

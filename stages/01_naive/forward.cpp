@@ -24,10 +24,10 @@ void add(float* y, const float* b, int n) {
   for (int i = 0; i < n; ++i) y[i] += b[i];
 }
 
-class NaiveEngine final : public Engine {
+class TransformerEngine final : public Engine {
  public:
   /// model must outlive the engine.
-  NaiveEngine(const Model& model, const EngineOptions& options);
+  TransformerEngine(const Model& model, const EngineOptions& options);
 
   float* forward(const int* tokens, int n_tokens, int pos) override;
   int context_length() const override { return cache_.capacity(); }
@@ -58,7 +58,7 @@ class NaiveEngine final : public Engine {
   std::vector<float> logits_;  ///< (n_vocab,)
 };
 
-NaiveEngine::NaiveEngine(const Model& model, const EngineOptions& options)
+TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& options)
     : model_(model),
       config_(model.config()),
       cache_(config_.n_layer, options.n_ctx, config_.kv_dim()),
@@ -89,7 +89,7 @@ NaiveEngine::NaiveEngine(const Model& model, const EngineOptions& options)
   }
 }
 
-float* NaiveEngine::forward(const int* tokens, int n_tokens, int pos) {
+float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {
   check(n_tokens > 0, "forward: no tokens to run");
   cache_.check_room(pos, n_tokens);
   for (int i = 0; i < n_tokens; ++i) {
@@ -106,7 +106,7 @@ float* NaiveEngine::forward(const int* tokens, int n_tokens, int pos) {
   return logits_.data();
 }
 
-void NaiveEngine::run_token(int token, int pos) {
+void TransformerEngine::run_token(int token, int pos) {
   model_.embed(token, x_.data());  // x (d,) = token_embd[token]
   for (int layer = 0; layer < config_.n_layer; ++layer) {
     attention_block(layer, pos);
@@ -114,7 +114,7 @@ void NaiveEngine::run_token(int token, int pos) {
   }
 }
 
-void NaiveEngine::attention_block(int layer, int pos) {
+void TransformerEngine::attention_block(int layer, int pos) {
   const ModelConfig& c = config_;
   const LayerWeights& w = model_.layers()[layer];
   const int d = c.n_embd;
@@ -141,7 +141,7 @@ void NaiveEngine::attention_block(int layer, int pos) {
   add(x_.data(), xb2_.data(), d);                       // residual
 }
 
-void NaiveEngine::ffn_block(int layer) {
+void TransformerEngine::ffn_block(int layer) {
   const ModelConfig& c = config_;
   const LayerWeights& w = model_.layers()[layer];
   const int d = c.n_embd;
@@ -160,7 +160,7 @@ std::unique_ptr<Engine> create_engine(const Model& model, const EngineOptions& o
   check(options.n_ctx > 0, model.file().path(), ": context length must be positive, got ",
         options.n_ctx);
   try {
-    return std::make_unique<NaiveEngine>(model, options);
+    return std::make_unique<TransformerEngine>(model, options);
   } catch (const std::bad_alloc&) {
     fail(model.file().path(), ": out of memory for the engine (KV cache of ", options.n_ctx,
          " positions and the fp32 copy of the largest weight matrix)");

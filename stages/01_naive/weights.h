@@ -3,7 +3,7 @@
 // Stages 01-04 follow the seed article's layout: C (M, N) = A (M, K) @ B (K, N), all fp32,
 // row-major. A GGUF weight W is stored the other way round, (rows = d "out", cols = n "in"), with
 // its quantization blocks along a row, so each call first writes out B = W^T, shape (K = n, N = d).
-// This file stays the same through stage 04; stage 05 fuses the dequantization into the matmul.
+// Stage 03 stores B in column panels (blocking); stage 05 fuses the dequantization into the matmul.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,121 @@
+// bench_kernels.cpp: times one stage's linear() and sample_token() in isolation (a benchmark, not a
+// test). Linked against each stage like the test suite: build/NN_name/bench_kernels.
+//
+//   bench_kernels matmul ROWS COLS TYPE TOKENS REPS   -> one line: ms, GFLOP/s, weight GB/s
+//   bench_kernels sampling VOCAB TOP_K TOP_P REPS     -> one line: microseconds per token
+// Each result is the median of REPS timed runs after one warm-up run. The stage's output is first
+// checked against a double-precision reference (a frozen reference before any timing).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "error.h"
+#include "quant.h"
+#include "timing.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = (rng.next_float() * 2.0f - 1.0f) * scale;
+  return v;
+}
+
+int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, int reps) {
+  const GGMLType type = type_name == "q4_0" ? GGMLType::Q4_0 : GGMLType::F32;
+  check(type_name == "q4_0" || type_name == "f32", "type must be q4_0 or f32");
+  check(cols % kQK4_0 == 0 || type == GGMLType::F32, "cols must be a multiple of 32 for q4_0");
+  const std::vector<float> w_f32 = random_floats(static_cast<size_t>(rows) * cols, 1, 0.05f);
+  std::vector<unsigned char> storage;
+  Weight w;
+  w.name = "bench";
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = type_row_bytes(type, cols);
+  storage.resize(w.row_bytes * rows);
+  if (type == GGMLType::Q4_0) {
+    for (int r = 0; r < rows; ++r)
+      quantize_row_q4_0(w_f32.data() + static_cast<size_t>(r) * cols,
+                        reinterpret_cast<BlockQ4_0*>(storage.data() + r * w.row_bytes), cols);
+  } else {
+    std::copy_n(reinterpret_cast<const unsigned char*>(w_f32.data()), storage.size(),
+                storage.data());
+  }
+  w.data = storage.data();
+  const std::vector<float> x = random_floats(static_cast<size_t>(tokens) * cols, 2, 1.0f);
+  std::vector<float> y(static_cast<size_t>(tokens) * rows);
+  MatmulScratch scratch;
+
+  // Frozen reference first: the stage must agree with a double-precision product (row 0 .. 7).
+  linear(w, x.data(), y.data(), tokens, scratch);
+  std::vector<float> row(cols);
+  for (int r = 0; r < std::min(rows, 8); ++r) {
+    dequantize_row(type, w.row(r), row.data(), cols);
+    double ref = 0, mag = 0;
+    for (int k = 0; k < cols; ++k) ref += double(row[k]) * x[k], mag += std::fabs(row[k] * x[k]);
+    check(std::fabs(ref - y[r]) <= 1e-3 * mag + 1e-6, "linear() disagrees with the reference");
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    const double start = now_ms();
+    linear(w, x.data(), y.data(), tokens, scratch);
+    ms.push_back(now_ms() - start);
+  }
+  const double t = median(ms);
+  const double flops = 2.0 * rows * cols * tokens;
+  std::printf("matmul rows=%d cols=%d type=%s tokens=%d ms=%.3f gflops=%.2f weight_gbs=%.2f\n",
+              rows, cols, type_name.c_str(), tokens, t, flops / t / 1e6,
+              double(storage.size()) / t / 1e6);
+  return 0;
+}
+
+int bench_sampling(int vocab, int top_k, float top_p, int reps) {
+  constexpr float kLogitScale = 8.0f;  // logits spread like a real model's (a few units)
+  const std::vector<float> logits = random_floats(vocab, 3, kLogitScale);
+  SamplerParams params;
+  params.top_k = top_k;
+  params.top_p = top_p;
+  Rng rng(4);
+  std::vector<Candidate> scratch;
+  std::vector<float> work(vocab);
+  std::vector<double> us;
+  for (int i = 0; i <= reps; ++i) {
+    std::copy(logits.begin(), logits.end(), work.begin());
+    const double start = now_ms();
+    sample_token(work.data(), vocab, params, rng, scratch);
+    if (i > 0) us.push_back((now_ms() - start) * 1000.0);  // run 0 warms up
+  }
+  std::printf("sampling vocab=%d top_k=%d top_p=%.2f us=%.1f\n", vocab, top_k, top_p, median(us));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string what = argc > 1 ? argv[1] : "";
+    if (what == "matmul" && argc == 7)
+      return bench_matmul(std::atoi(argv[2]), std::atoi(argv[3]), argv[4], std::atoi(argv[5]),
+                          std::atoi(argv[6]));
+    if (what == "sampling" && argc == 6)
+      return bench_sampling(std::atoi(argv[2]), std::atoi(argv[3]), std::strtof(argv[4], nullptr),
+                            std::atoi(argv[5]));
+    std::fprintf(stderr,
+                 "usage: bench_kernels matmul ROWS COLS q4_0|f32 TOKENS REPS\n"
+                 "       bench_kernels sampling VOCAB TOP_K TOP_P REPS\n");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""docs_check.py: fail when the docs quote something the code no longer says.
+
+    docs_check.py [--stage NN_name]            check; exit 1 naming every mismatch
+    docs_check.py [--stage NN_name] --update   rewrite the generated blocks, then check
+
+Checks (standard library only):
+  help    docs/cli.md between <!-- help:begin --> and <!-- help:end --> is the --help output of
+          build/<stage>/engine, run as "engine" and without its last line ("stage: ...").
+  lines   docs/README.md between <!-- lines:begin --> and <!-- lines:end --> is the table of
+          common/ and stages/<stage>/ files with their `wc -l` and code-line counts. The row order
+          is the reading order and is kept; --update only adds new files at the end and drops
+          files that are gone. A row names a stage file by its name, so the order survives a
+          new final stage.
+  pages   every stage folder stages/NN_name/ has docs/stages/NN_name.md (reported, never made).
+          Learner stages (NNx_name, made by `make new-stage`) need none.
+  links   relative links in README.md and docs/**/*.md, and `common/...`-style paths quoted in
+          docs/*.md, point to files that exist.
+  names   every `name()` quoted in docs/*.md is defined or called somewhere in common/,
+          stages/, tests/ or tools/.
+<stage> defaults to the last NN_name folder (learner stages are not "the final stage").
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OFFICIAL_STAGE = re.compile(r"^[0-9][0-9]_")
+LEARNER_STAGE = re.compile(r"^[0-9][0-9]x+_")
+HELP_BEGIN, HELP_END = "<!-- help:begin -->", "<!-- help:end -->"
+LINES_BEGIN, LINES_END = "<!-- lines:begin -->", "<!-- lines:end -->"
+STAGE_LINE = "stage: "
+HELP_TIMEOUT_S = 30
+ROW_PATH = re.compile(r"\[`?([^\]`]+)`?\]\(")
+MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+QUOTED_PATH = re.compile(r"`((?:common|stages|tests|tools|data|docs)/[A-Za-z0-9_./-]+)`")
+QUOTED_CALL = re.compile(r"`([A-Za-z_][A-Za-z0-9_:]*)\(\)`")
+CODE_DIRS = ("common", "stages", "tests", "tools")
+
+
+def rel(*parts):
+    return os.path.join(ROOT, *parts)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def stage_dirs():
+    names = sorted(os.listdir(rel("stages"))) if os.path.isdir(rel("stages")) else []
+    return [n for n in names if os.path.isdir(rel("stages", n))
+            and (OFFICIAL_STAGE.match(n) or LEARNER_STAGE.match(n))]
+
+
+def block(text, begin, end, where):
+    """(before, inside, after) of the text between the two markers; ValueError when absent."""
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{where}: markers {begin} ... {end} not found")
+    return text[:i + len(begin)], text[i + len(begin):j], text[j:]
+
+
+# ---- help ----
+
+def engine_help(stage):
+    engine = rel("build", stage, "engine")
+    if not os.access(engine, os.X_OK):
+        raise ValueError(f"build/{stage}/engine is not built (make build/{stage}/engine)")
+    out = subprocess.run(["engine", "--help"], executable=engine, capture_output=True,
+                         text=True, timeout=HELP_TIMEOUT_S, check=True).stdout
+    lines = out.rstrip("\n").split("\n")
+    if lines and lines[-1].startswith(STAGE_LINE):
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+def check_help(stage, update, problems):
+    path = rel("docs", "cli.md")
+    try:
+        before, inside, after = block(read(path), HELP_BEGIN, HELP_END, "docs/cli.md")
+        expected = "\n```\n" + engine_help(stage) + "```\n"
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        problems.append(f"help: {e}")
+        return
+    if inside == expected:
+        return
+    if update:
+        write(path, before + expected + after)
+        print(f"updated docs/cli.md from build/{stage}/engine --help")
+        return
+    quoted = inside.strip("\n`").split("\n")
+    actual = expected.strip("\n`").split("\n")
+    for n, (q, a) in enumerate(zip(quoted, actual), 1):
+        if q != a:
+            problems.append(f"help: docs/cli.md line {n} of the block differs from --help:\n"
+                            f"    docs:   {q}\n    engine: {a}")
+            return
+    problems.append(f"help: docs/cli.md quotes {len(quoted)} lines, --help prints {len(actual)}")
+
+
+# ---- lines ----
+
+def counted_files(stage):
+    common = sorted(f for f in os.listdir(rel("common")) if f.endswith((".h", ".cpp")))
+    staged = sorted(f for f in os.listdir(rel("stages", stage))
+                    if os.path.isfile(rel("stages", stage, f)))
+    return [f"common/{f}" for f in common] + [f"stages/{stage}/{f}" for f in staged]
+
+
+def order_key(path):
+    """Stage files are named by file name alone, so the order carries over to a new stage."""
+    return "stage:" + os.path.basename(path) if path.startswith("stages/") else path
+
+
+def describe(path):
+    """The file's first comment line, without the leading "name:"."""
+    first = read(rel(path)).split("\n", 1)[0].strip()
+    text = re.sub(r"^(//|#)\s*", "", first)
+    prefix = os.path.basename(path) + ":"
+    text = text[len(prefix):].strip() if text.startswith(prefix) else text
+    return text.replace("|", "\\|")
+
+
+def count(path):
+    lines = read(rel(path)).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # wc -l counts newlines
+    comment = "#" if path.endswith(".mk") else "//"
+    code = [s for s in (line.strip() for line in lines) if s and not s.startswith(comment)]
+    return len(lines), len(code)
+
+
+def lines_table(paths, stage):
+    rows = ["", "| # | file | lines | code | what it is |", "|---:|---|---:|---:|---|"]
+    total = total_code = 0
+    for n, p in enumerate(paths, 1):
+        lines, code = count(p)
+        total += lines
+        total_code += code
+        rows.append(f"| {n} | [`{p}`](../{p}) | {lines} | {code} | {describe(p)} |")
+    rows.append(f"| | **common/ + stages/{stage}/** | **{total}** | **{total_code}** | |")
+    return "\n".join(rows) + "\n\n"
+
+
+def check_lines(stage, update, problems):
+    path = rel("docs", "README.md")
+    try:
+        before, inside, after = block(read(path), LINES_BEGIN, LINES_END, "docs/README.md")
+    except (OSError, ValueError) as e:
+        problems.append(f"lines: {e}")
+        return
+    present = counted_files(stage)
+    by_key = {order_key(p): p for p in present}
+    listed = [m.group(1) for m in map(ROW_PATH.search, inside.split("\n")) if m]
+    ordered = [by_key[order_key(p)] for p in listed if order_key(p) in by_key]
+    ordered += [p for p in present if p not in ordered]
+    expected = lines_table(ordered, stage)
+    if inside == expected:
+        return
+    if update:
+        write(path, before + "\n" + expected + after)
+        print(f"updated docs/README.md line counts (common/ + stages/{stage}/)")
+        return
+    gone = [p for p in listed if order_key(p) not in by_key]
+    new = [p for p in present if order_key(p) not in {order_key(q) for q in listed}]
+    quoted = {m.group(1): line for line in inside.split("\n") for m in [ROW_PATH.search(line)] if m}
+    for p in gone:
+        problems.append(f"lines: docs/README.md lists {p}, which is not in common/ or stages/{stage}/")
+    for p in new:
+        problems.append(f"lines: docs/README.md does not list {p}")
+    for line in expected.split("\n"):
+        m = ROW_PATH.search(line)
+        if m and m.group(1) in quoted and quoted[m.group(1)] != line:
+            problems.append(f"lines: docs/README.md row differs from the file:\n"
+                            f"    docs: {quoted[m.group(1)]}\n    now:  {line}")
+    if not any(p.startswith("lines:") for p in problems):
+        problems.append("lines: docs/README.md table differs (order, numbering or total)")
+
+
+# ---- pages ----
+
+def check_pages(problems):
+    for s in stage_dirs():
+        page = os.path.join("docs", "stages", s + ".md")
+        if os.path.isfile(rel(page)):
+            continue
+        if OFFICIAL_STAGE.match(s):
+            problems.append(f"pages: stages/{s}/ has no page {page}")
+        else:
+            print(f"note: learner stage stages/{s}/ has no page {page} (optional)")
+
+
+# ---- links and quoted names ----
+
+def markdown_files():
+    files = ["README.md"]
+    for d, _, names in os.walk(rel("docs")):
+        files += [os.path.relpath(os.path.join(d, n), ROOT) for n in sorted(names)
+                  if n.endswith(".md")]
+    return [f for f in files if os.path.isfile(rel(f))]
+
+
+def check_links(problems):
+    for md in markdown_files():
+        text = read(rel(md))
+        targets = [(t, os.path.dirname(md)) for t in MD_LINK.findall(text)]
+        if os.path.dirname(md) == "docs":
+            targets += [(t, "") for t in QUOTED_PATH.findall(text)]
+        for target, base in targets:
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = os.path.normpath(os.path.join(base, target.split("#")[0]))
+            if not os.path.exists(rel(path)):
+                problems.append(f"links: {md} points to {target}, which does not exist")
+
+
+def code_text():
+    chunks = []
+    for d in CODE_DIRS:
+        for root, _, names in os.walk(rel(d)):
+            for n in names:
+                if n.endswith((".h", ".cpp", ".cc", ".py", ".sh")):
+                    chunks.append(read(os.path.join(root, n)))
+    return "\n".join(chunks)
+
+
+def check_names(problems):
+    code = code_text()
+    for md in markdown_files():
+        if os.path.dirname(md) != "docs":
+            continue
+        for name in sorted(set(QUOTED_CALL.findall(read(rel(md))))):
+            short = name.split("::")[-1]
+            if not re.search(r"\b" + re.escape(short) + r"\s*\(", code):
+                problems.append(f"names: {md} quotes {name}(), which the code does not have")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stage", help="the final stage (default: the last NN_name folder)")
+    parser.add_argument("--update", action="store_true", help="rewrite the generated blocks")
+    args = parser.parse_args()
+    official = [s for s in stage_dirs() if OFFICIAL_STAGE.match(s)]
+    stage = args.stage or (official[-1] if official else None)
+    if stage is None or not os.path.isdir(rel("stages", stage)):
+        print(f"docs_check: no stage folder {stage!r} under stages/", file=sys.stderr)
+        return 2
+    problems = []
+    check_help(stage, args.update, problems)
+    check_lines(stage, args.update, problems)
+    check_pages(problems)
+    check_links(problems)
+    check_names(problems)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"docs_check: {len(problems)} problem(s); generated blocks: "
+              f"/usr/bin/python3 tools/docs_check.py --update", file=sys.stderr)
+        return 1
+    print(f"docs_check: docs agree with the code (final stage {stage})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
