@@ -111,7 +111,7 @@ def check_help(stage, update, problems):
 def counted_files(stage):
     common = sorted(f for f in os.listdir(rel("common")) if f.endswith((".h", ".cpp")))
     staged = sorted(f for f in os.listdir(rel("stages", stage))
-                    if os.path.isfile(rel("stages", stage, f)))
+                    if os.path.isfile(rel("stages", stage, f)) and not f.startswith("."))
     return [f"common/{f}" for f in common] + [f"stages/{stage}/{f}" for f in staged]
 
 
@@ -121,11 +121,19 @@ def order_key(path):
 
 
 def describe(path):
-    """The file's first comment line, without the leading "name:"."""
-    first = read(rel(path)).split("\n", 1)[0].strip()
-    text = re.sub(r"^(//|#)\s*", "", first)
+    """The first sentence of the file's opening comment, without the leading "name:"."""
+    marker = "#" if path.endswith(".mk") else "//"
+    words = []
+    for line in read(rel(path)).split("\n"):
+        line = line.strip()
+        if not line.startswith(marker) or line == marker:
+            break
+        words.append(line[len(marker):].strip())
+    text = " ".join(words)
     prefix = os.path.basename(path) + ":"
     text = text[len(prefix):].strip() if text.startswith(prefix) else text
+    end = text.find(". ")
+    text = text[:end + 1] if end >= 0 else text
     return text.replace("|", "\\|")
 
 
@@ -139,7 +147,7 @@ def count(path):
 
 
 def lines_table(paths, stage):
-    rows = ["", "| # | file | lines | code | what it is |", "|---:|---|---:|---:|---|"]
+    rows = ["", "", "| # | file | lines | code | what it is |", "|---:|---|---:|---:|---|"]
     total = total_code = 0
     for n, p in enumerate(paths, 1):
         lines, code = count(p)
@@ -166,23 +174,37 @@ def check_lines(stage, update, problems):
     if inside == expected:
         return
     if update:
-        write(path, before + "\n" + expected + after)
+        write(path, before + expected + after)
         print(f"updated docs/README.md line counts (common/ + stages/{stage}/)")
         return
     gone = [p for p in listed if order_key(p) not in by_key]
-    new = [p for p in present if order_key(p) not in {order_key(q) for q in listed}]
-    quoted = {m.group(1): line for line in inside.split("\n") for m in [ROW_PATH.search(line)] if m}
+    listed_keys = {order_key(q) for q in listed}
+    new = [p for p in present if order_key(p) not in listed_keys]
     for p in gone:
         problems.append(f"lines: docs/README.md lists {p}, which is not in common/ or stages/{stage}/")
     for p in new:
         problems.append(f"lines: docs/README.md does not list {p}")
-    for line in expected.split("\n"):
-        m = ROW_PATH.search(line)
-        if m and m.group(1) in quoted and quoted[m.group(1)] != line:
-            problems.append(f"lines: docs/README.md row differs from the file:\n"
-                            f"    docs: {quoted[m.group(1)]}\n    now:  {line}")
-    if not any(p.startswith("lines:") for p in problems):
-        problems.append("lines: docs/README.md table differs (order, numbering or total)")
+
+    def rows(text):  # order key -> (path, the row without its number)
+        return {order_key(m.group(1)): (m.group(1), line.split("|", 2)[2])
+                for line in text.split("\n") for m in [ROW_PATH.search(line)] if m}
+
+    quoted, now = rows(inside), rows(expected)
+    old_stages = sorted({p.split("/")[1] for p in listed if p.startswith("stages/")} - {stage})
+    if old_stages:
+        problems.append(f"lines: docs/README.md counts stages/{old_stages[0]}/, the final stage is "
+                        f"stages/{stage}/")
+    for key, (p, row) in now.items():
+        if key.startswith("stage:") and old_stages:
+            continue
+        if key in quoted and quoted[key][1] != row:
+            problems.append(f"lines: docs/README.md row of {p} differs from the file:\n"
+                            f"    docs: {quoted[key][1].strip()}\n    now:  {row.strip()}")
+    total = [line for line in expected.split("\n") if "**common/" in line]
+    if not gone and not new and not old_stages and quoted == now:
+        problems.append(f"lines: docs/README.md numbering or total differs; now: {total[0]}")
+    elif total and total[0] not in inside:
+        problems.append(f"lines: docs/README.md total differs; now: {total[0]}")
 
 
 # ---- pages ----
@@ -262,8 +284,8 @@ def main():
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
-        print(f"docs_check: {len(problems)} problem(s); generated blocks: "
-              f"/usr/bin/python3 tools/docs_check.py --update", file=sys.stderr)
+        print(f"docs_check: {len(problems)} problem(s); `make docs-update` rewrites the generated "
+              f"blocks (help, lines)", file=sys.stderr)
         return 1
     print(f"docs_check: docs agree with the code (final stage {stage})")
     return 0

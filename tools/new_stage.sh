@@ -44,11 +44,9 @@ target="${source%%_*}x_${name}"
   exit 1
 }
 cp -r "stages/$source" "stages/$target"
-prefix=${target%%_*}
 echo "created stages/$target (a copy of stages/$source)"
-src_prefix=${source%%_*}
 echo "next:"
-printf '  %-34s %s\n' "edit stages/$target/*.cpp" "one idea, as in every stage" \
-  "make test STAGE=$prefix" "the shared suite against your stage" \
-  "make diff FROM=$src_prefix TO=$prefix" "what you changed" \
-  "make bench ONLY=\"$src_prefix $prefix\"" "prefill and decode tok/s, side by side"
+printf '  %-52s %s\n' "edit stages/$target/*.cpp" "one idea, as in every stage" \
+  "make test STAGE=$target" "the shared suite against your stage" \
+  "make diff FROM=$source TO=$target" "what you changed" \
+  "make bench ONLY=\"$source $target\"" "prefill and decode tok/s, side by side"
