@@ -7,11 +7,12 @@
 #include "timing.h"
 
 Session::Session(Engine& engine, const Tokenizer& tokenizer, const SamplerParams& params,
-                 int n_vocab)
+                 int n_vocab, bool show_special)
     : engine_(engine),
       tokenizer_(tokenizer),
       params_(params),
       n_vocab_(n_vocab),
+      show_special_(show_special),
       rng_(params.seed),
       logits_(n_vocab) {}
 
@@ -49,13 +50,14 @@ GenerationStats Session::generate(const std::vector<int>& input, int n_predict,
   const float* logits = run(all);
   stats.prefill_ms = now_ms() - start;
 
-  StreamDecoder decoder(tokenizer_);
+  StreamDecoder decoder(tokenizer_, show_special_);
   while (n_predict < 0 || stats.gen_tokens < n_predict) {
     std::copy(logits, logits + n_vocab_, logits_.begin());  // sampling may modify its input
     const int token = sample_token(logits_.data(), n_vocab_, params_, rng_, candidates_);
     ++stats.gen_tokens;
     stats.last_token = token;
     if (tokenizer_.is_end_of_generation(token)) {
+      if (show_special_) on_token(token, decoder.push(token));  // e.g. "<｜end▁of▁sentence｜>"
       pending_ = token;
       stats.stop = StopReason::EndOfGeneration;
       break;

@@ -27,17 +27,20 @@ struct GenerationStats {
   int decode_steps = 0;  ///< forward passes of sampled tokens (what decode tok/s counts)
   double decode_ms = 0;  ///< time of those forward passes
   StopReason stop = StopReason::TokenLimit;
-  int last_token = -1;   ///< the last sampled token (the EOS/EOT one when stop is EndOfGeneration)
+  int last_token = -1;  ///< the last sampled token (the EOS/EOT one when stop is EndOfGeneration)
 };
 
 class Session {
  public:
-  Session(Engine& engine, const Tokenizer& tokenizer, const SamplerParams& params, int n_vocab);
+  /// show_special: stream control tokens' text too (--special).
+  Session(Engine& engine, const Tokenizer& tokenizer, const SamplerParams& params, int n_vocab,
+          bool show_special = false);
 
   /// Feeds input (already tokenized, BOS included if wanted), then samples up to n_predict tokens
   /// (< 0: until the end of generation or of the context). Throws Error when the input does not
   /// fit the context of an engine that cannot slide past it.
-  GenerationStats generate(const std::vector<int>& input, int n_predict, const TokenCallback& on_token);
+  GenerationStats generate(const std::vector<int>& input, int n_predict,
+                           const TokenCallback& on_token);
 
   /// Runs input through the engine and returns the logits after its last token (prefill only).
   const float* evaluate(const std::vector<int>& input);
@@ -52,6 +55,7 @@ class Session {
   const Tokenizer& tokenizer_;
   SamplerParams params_;
   int n_vocab_;
+  bool show_special_;
   Rng rng_;
   int pos_ = 0;
   int pending_ = -1;  ///< last sampled token, not yet run through the engine

@@ -120,7 +120,7 @@ int run(int argc, char** argv) {
 
   SamplerParams sampler = o.sampler;
   if (!o.seed_given) sampler.seed = static_cast<uint64_t>(now_ms() * 1000.0);
-  Session session(*engine, tokenizer, sampler, config.n_vocab);
+  Session session(*engine, tokenizer, sampler, config.n_vocab, o.show_special);
 
   if (!o.dump_logits_path.empty()) {
     write_logits(o.dump_logits_path, session.evaluate(prompt_tokens(tokenizer, o.prompt)),

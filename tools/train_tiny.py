@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torch.utils.mkldnn
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,7 +61,7 @@ CONFIG = dict(n_embd=128, n_layer=6, n_head=4, n_head_kv=2, n_ff=384, n_ctx=256,
 INIT_STD = 0.02
 # Training.
 BATCH = 32            # windows per step, each BOS + 255 tokens
-STEPS = 2400
+STEPS = 1000
 LR_PEAK, LR_FINAL = 3e-3, 3e-4
 WARMUP = 100
 WEIGHT_DECAY = 0.1

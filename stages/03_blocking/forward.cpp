@@ -1,4 +1,4 @@
-// forward.cpp: stage 01's engine. One token at a time through every layer, llama2.c style.
+// forward.cpp: the transformer, one token at a time through every layer, llama2.c style.
 //
 // Per token (d = n_embd, hd = head_dim, kv_dim = n_head_kv * hd):
 //   x = embed(token)
