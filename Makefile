@@ -140,3 +140,8 @@ docs-check: build/$(DOCS_STAGE)/engine
 docs-update: build/$(DOCS_STAGE)/engine
 	$(PYTHON) tools/docs_check.py --stage $(DOCS_STAGE) --update
 .PHONY: new-stage docs-check docs-update
+
+# Sampling alone (stage 01's full sort against the last stage's partial sort), vocab 102400/152064.
+bench-sampling: build/$(firstword $(STAGES))/bench_kernels build/$(DOCS_STAGE)/bench_kernels
+	$(PYTHON) tools/bench.py --sampling --stages $(firstword $(STAGES)) $(DOCS_STAGE)
+.PHONY: bench-sampling print-flags
