@@ -145,3 +145,8 @@ docs-update: build/$(DOCS_STAGE)/engine
 bench-sampling: build/$(firstword $(STAGES))/bench_kernels build/$(DOCS_STAGE)/bench_kernels
 	$(PYTHON) tools/bench.py --sampling --stages $(firstword $(STAGES)) $(DOCS_STAGE)
 .PHONY: bench-sampling print-flags
+
+# Tokenizer encode speed (MB/s) on a mixed English/Chinese/code text.
+bench-tokenizer: build/$(DOCS_STAGE)/bench_kernels
+	$(PYTHON) tools/bench.py --tokenizer --stages $(DOCS_STAGE)
+.PHONY: bench-tokenizer

@@ -3,12 +3,15 @@
 //
 //   bench_kernels matmul ROWS COLS TYPE TOKENS REPS   -> one line: ms, GFLOP/s, weight GB/s
 //   bench_kernels sampling VOCAB TOP_K TOP_P REPS     -> one line: microseconds per token
+//   bench_kernels tokenize VOCAB.gguf TEXT_FILE REPS  -> one line: MB/s and tokens/s of encode()
 // Each result is the median of REPS timed runs after one warm-up run. The stage's output is first
 // checked against a double-precision reference (a frozen reference before any timing).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "error.h"
 #include "quant.h"
 #include "timing.h"
+#include "tokenizer.h"
 
 namespace {
 
@@ -100,6 +104,29 @@ int bench_sampling(int vocab, int top_k, float top_p, int reps) {
   return 0;
 }
 
+int bench_tokenize(const std::string& vocab_path, const std::string& text_path, int reps) {
+  constexpr size_t kTargetBytes = 1 << 20;  // repeat the sample to ~1 MiB: a long prompt
+  std::ifstream in(text_path, std::ios::binary);
+  check(in.good(), "cannot read ", text_path);
+  std::ostringstream sample;
+  sample << in.rdbuf();
+  std::string text;
+  while (text.size() < kTargetBytes) text += sample.str();
+  const GGUFFile file(vocab_path);
+  const Tokenizer tokenizer(file);
+  std::vector<double> ms;
+  size_t n_tokens = 0;
+  for (int i = 0; i <= reps; ++i) {
+    const double start = now_ms();
+    n_tokens = tokenizer.encode(text, false).size();
+    if (i > 0) ms.push_back(now_ms() - start);  // run 0 warms up
+  }
+  const double t = median(ms);
+  std::printf("tokenize bytes=%zu tokens=%zu ms=%.1f mb_s=%.2f tok_s=%.0f\n", text.size(), n_tokens,
+              t, text.size() / t / 1e3, n_tokens / t * 1e3);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,9 +138,12 @@ int main(int argc, char** argv) {
     if (what == "sampling" && argc == 6)
       return bench_sampling(std::atoi(argv[2]), std::atoi(argv[3]), std::strtof(argv[4], nullptr),
                             std::atoi(argv[5]));
+    if (what == "tokenize" && argc == 5)
+      return bench_tokenize(argv[2], argv[3], std::atoi(argv[4]));
     std::fprintf(stderr,
                  "usage: bench_kernels matmul ROWS COLS q4_0|f32 TOKENS REPS\n"
-                 "       bench_kernels sampling VOCAB TOP_K TOP_P REPS\n");
+                 "       bench_kernels sampling VOCAB TOP_K TOP_P REPS\n"
+                 "       bench_kernels tokenize VOCAB.gguf TEXT_FILE REPS\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
   }
