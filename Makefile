@@ -150,3 +150,10 @@ bench-sampling: build/$(firstword $(STAGES))/bench_kernels build/$(DOCS_STAGE)/b
 bench-tokenizer: build/$(DOCS_STAGE)/bench_kernels
 	$(PYTHON) tools/bench.py --tokenizer --stages $(DOCS_STAGE)
 .PHONY: bench-tokenizer
+
+# Read bandwidth with 1..n threads: the roofline for decode (issue: beat llama.cpp at the limit).
+build/membench: tools/membench.cpp build/common/timing.o
+	$(CXX) $(CXXFLAGS) -fopenmp -ffast-math $^ -o $@
+membench: build/membench
+	$(PYTHON) tools/bench.py --membench
+.PHONY: membench
