@@ -52,13 +52,8 @@ ChatTemplate chat_template_from_name(const std::string& name) {
 }
 
 const char* chat_template_name(ChatTemplate t) {
-  switch (t) {
-    case ChatTemplate::DeepSeekLLM:
-      return "deepseek-llm";
-    case ChatTemplate::DeepSeekCoder:
-      return "deepseek-coder";
-    case ChatTemplate::DeepSeekR1:
-      return "deepseek-r1";
+  for (const TemplateName& n : kNames) {
+    if (n.value == t) return n.name;  // the canonical name, listed first
   }
   return "deepseek-llm";
 }
@@ -87,23 +82,12 @@ ChatTemplate detect_chat_template(const GGUFFile& file, const std::string& overr
 
 std::string format_user_turn(ChatTemplate t, const std::string& system, const std::string& user,
                              bool first_turn, const std::string& bos_text) {
-  std::string text;
-  if (first_turn) {
-    text += bos_text;
-    if (!system.empty()) {
-      text += system;
-      switch (t) {
-        case ChatTemplate::DeepSeekLLM:
-          text += "\n\n";
-          break;
-        case ChatTemplate::DeepSeekCoder:
-          // The template's default system prompt ends in "\n"; a given one gets the same.
-          if (system.back() != '\n') text += "\n";
-          break;
-        case ChatTemplate::DeepSeekR1:
-          break;  // the system text runs straight into <｜User｜>
-      }
-    }
+  std::string text = first_turn ? bos_text + system : "";
+  // deepseek-r1's system text runs straight into <｜User｜>; the others end it with newlines.
+  if (first_turn && !system.empty()) {
+    if (t == ChatTemplate::DeepSeekLLM) text += "\n\n";
+    // The coder template's default system prompt ends in "\n"; a given one gets the same.
+    if (t == ChatTemplate::DeepSeekCoder && system.back() != '\n') text += "\n";
   }
   switch (t) {
     case ChatTemplate::DeepSeekLLM:

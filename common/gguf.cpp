@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "error.h"
@@ -21,75 +23,71 @@ constexpr uint32_t kMaxVersion = 3;  // version 3 only added big-endian files, w
 constexpr size_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;  // ggml's GGML_MAX_DIMS
 const char* const kAlignmentKey = "general.alignment";
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // The smallest encodings, used to bound counts by the bytes left in the file.
 constexpr uint64_t kStringLengthBytes = 8;
 constexpr uint64_t kMinKVBytes = kStringLengthBytes + 4 + 1;                  // key, type, u8 value
 constexpr uint64_t kMinTensorInfoBytes = kStringLengthBytes + 4 + 8 + 4 + 8;  // name..offset, 1-D
 
-// Bytes one element of a fixed-size metadata type takes; 0 for STRING and ARRAY.
-uint64_t fixed_size(GGUFType type) {
-  switch (type) {
-    case GGUFType::UINT8:
-    case GGUFType::INT8:
-    case GGUFType::BOOL:
-      return 1;
-    case GGUFType::UINT16:
-    case GGUFType::INT16:
-      return 2;
-    case GGUFType::UINT32:
-    case GGUFType::INT32:
-    case GGUFType::FLOAT32:
-      return 4;
-    case GGUFType::UINT64:
-    case GGUFType::INT64:
-    case GGUFType::FLOAT64:
-      return 8;
-    case GGUFType::STRING:
-    case GGUFType::ARRAY:
-      return 0;
-  }
-  return 0;
-}
+// ---- metadata value types, indexed by GGUFType ----
 
-bool is_known(GGUFType type) {
-  return static_cast<uint32_t>(type) <= 12;
-}
+// What a type holds, as bits so that one check can accept several kinds.
+enum Kind { kUnsigned = 1, kSigned = 2, kFloat = 4, kBool = 8, kString = 16, kArray = 32 };
+constexpr unsigned kInteger = kUnsigned | kSigned;
+constexpr unsigned kNumber = kInteger | kFloat;
 
-bool is_integer(GGUFType type) {
-  switch (type) {
-    case GGUFType::UINT8:
-    case GGUFType::INT8:
-    case GGUFType::UINT16:
-    case GGUFType::INT16:
-    case GGUFType::UINT32:
-    case GGUFType::INT32:
-    case GGUFType::UINT64:
-    case GGUFType::INT64:
-      return true;
-    default:
-      return false;
-  }
-}
+struct ValueType {
+  const char* name;
+  uint64_t bytes;  // of one value; 0 for the variable-size STRING and ARRAY
+  Kind kind;
+};
+constexpr ValueType kValueTypes[] = {
+    {"u8", 1, kUnsigned},   {"i8", 1, kSigned},   {"u16", 2, kUnsigned}, {"i16", 2, kSigned},
+    {"u32", 4, kUnsigned},  {"i32", 4, kSigned},  {"f32", 4, kFloat},    {"bool", 1, kBool},
+    {"string", 0, kString}, {"array", 0, kArray}, {"u64", 8, kUnsigned}, {"i64", 8, kSigned},
+    {"f64", 8, kFloat},
+};
 
-bool is_float(GGUFType type) {
-  return type == GGUFType::FLOAT32 || type == GGUFType::FLOAT64;
+const ValueType& info(GGUFType type) {
+  return kValueTypes[static_cast<uint32_t>(type)];
 }
-
-const char* gguf_type_name(GGUFType type) {
-  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
-                                           "bool", "string", "array", "u64", "i64", "f64"};
-  return is_known(type) ? kNames[static_cast<uint32_t>(type)] : "unknown";
+// True when type (a known one) holds one of kinds.
+bool is(GGUFType type, unsigned kinds) {
+  return (info(type).kind & kinds) != 0;
 }
 
 std::string describe(const GGUFValue& value) {
-  if (value.type != GGUFType::ARRAY) return gguf_type_name(value.type);
-  return std::string("array of ") + gguf_type_name(value.array_type);
+  if (value.type != GGUFType::ARRAY) return info(value.type).name;
+  return std::string("array of ") + info(value.array_type).name;
 }
 
-bool is_power_of_two(uint64_t x) {
-  return x != 0 && (x & (x - 1)) == 0;
+// ---- ggml tensor types: ggml's names, block sizes and bytes per block (ggml.c type_traits) ----
+
+struct TensorType {
+  GGMLType type;
+  const char* name;
+  GGMLTypeLayout layout;
+};
+constexpr TensorType kTensorTypes[] = {
+    {GGMLType::F32, "f32", {1, 4}},       {GGMLType::F16, "f16", {1, 2}},
+    {GGMLType::BF16, "bf16", {1, 2}},     {GGMLType::Q4_0, "q4_0", {32, 18}},
+    {GGMLType::Q4_1, "q4_1", {32, 20}},   {GGMLType::Q5_0, "q5_0", {32, 22}},
+    {GGMLType::Q5_1, "q5_1", {32, 24}},   {GGMLType::Q8_0, "q8_0", {32, 34}},
+    {GGMLType::Q8_1, "q8_1", {32, 36}},   {GGMLType::Q2_K, "q2_K", {256, 84}},
+    {GGMLType::Q3_K, "q3_K", {256, 110}}, {GGMLType::Q4_K, "q4_K", {256, 144}},
+    {GGMLType::Q5_K, "q5_K", {256, 176}}, {GGMLType::Q6_K, "q6_K", {256, 210}},
+    {GGMLType::Q8_K, "q8_K", {256, 292}},
+};
+
+const TensorType* find_tensor_type(GGMLType type) {
+  for (const TensorType& t : kTensorTypes) {
+    if (t.type == type) return &t;
+  }
+  return nullptr;
 }
+
+// ---- reading ----
 
 // A cursor over the mapped bytes; every read checks that the bytes are there.
 class Reader {
@@ -97,6 +95,7 @@ class Reader {
   Reader(const std::string& path, const uint8_t* data, size_t size)
       : path_(path), data_(data), size_(size) {}
 
+  const std::string& path() const { return path_; }
   size_t pos() const { return pos_; }
   uint64_t left() const { return size_ - pos_; }
 
@@ -119,8 +118,7 @@ class Reader {
     const uint64_t n = read<uint64_t>(what + " length");
     check(n <= left(), path_, ": ", what, " length ", n, " exceeds the ", left(),
           " bytes left in the file");
-    const uint8_t* p = take(n, what);
-    return std::string(reinterpret_cast<const char*>(p), n);
+    return std::string(reinterpret_cast<const char*>(take(n, what)), n);
   }
 
   // Reads a count of items of at least min_bytes each, refusing one that cannot fit.
@@ -138,112 +136,82 @@ class Reader {
   size_t pos_ = 0;
 };
 
-// Reads one integer of the given type, widened to int64 (UINT64 above INT64_MAX is kept in u).
-void read_integer(Reader& r, GGUFType type, const std::string& what, int64_t* i, uint64_t* u) {
-  switch (type) {
-    case GGUFType::UINT8:
-      *i = r.read<uint8_t>(what);
-      break;
-    case GGUFType::INT8:
-      *i = r.read<int8_t>(what);
-      break;
-    case GGUFType::UINT16:
-      *i = r.read<uint16_t>(what);
-      break;
-    case GGUFType::INT16:
-      *i = r.read<int16_t>(what);
-      break;
-    case GGUFType::UINT32:
-      *i = r.read<uint32_t>(what);
-      break;
-    case GGUFType::INT32:
-      *i = r.read<int32_t>(what);
-      break;
-    case GGUFType::INT64:
-      *i = r.read<int64_t>(what);
-      break;
-    case GGUFType::UINT64:
-      *u = r.read<uint64_t>(what);
-      *i = static_cast<int64_t>(*u);
-      return;
-    default:
-      fail("internal: read_integer on a non-integer type");
-  }
-  *u = static_cast<uint64_t>(*i);
-}
-
-double read_float(Reader& r, GGUFType type, const std::string& what) {
-  if (type == GGUFType::FLOAT32) return r.read<float>(what);
-  return r.read<double>(what);
-}
-
-bool read_bool(Reader& r, const std::string& path, const std::string& what) {
-  const uint8_t b = r.read<uint8_t>(what);
-  check(b <= 1, path, ": ", what, " is a bool with byte value ", int(b), " (expected 0 or 1)");
-  return b == 1;
-}
-
-GGUFType read_type(Reader& r, const std::string& path, const std::string& what) {
+GGUFType read_type(Reader& r, const std::string& what) {
   const uint32_t t = r.read<uint32_t>(what + " type");
-  check(is_known(static_cast<GGUFType>(t)), path, ": ", what, " has unknown value type ", t);
+  check(t < std::size(kValueTypes), r.path(), ": ", what, " has unknown value type ", t);
   return static_cast<GGUFType>(t);
 }
 
-void read_array(Reader& r, const std::string& path, const std::string& what, GGUFValue& v) {
-  v.array_type = read_type(r, path, what + " element");
-  check(v.array_type != GGUFType::ARRAY, path, ": ", what,
-        " is an array of arrays, which is not supported");
-  const uint64_t fixed = fixed_size(v.array_type);
-  const uint64_t n = r.read_count(what + " array length", fixed ? fixed : kStringLengthBytes);
-  if (v.array_type == GGUFType::STRING) {
-    v.strings.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) v.strings.push_back(r.read_string(what + " element"));
-  } else if (is_float(v.array_type)) {
-    v.floats.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) v.floats.push_back(read_float(r, v.array_type, what));
-  } else if (v.array_type == GGUFType::BOOL) {
-    v.ints.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) v.ints.push_back(read_bool(r, path, what + " element"));
+// Reads one value of a non-array type into v.s, v.f, or v.i and v.u (integers and bools; a
+// UINT64 above INT64_MAX shows as negative in v.i).
+void read_scalar(Reader& r, GGUFType type, const std::string& what, GGUFValue& v) {
+  if (type == GGUFType::STRING) {
+    v.s = r.read_string(what);
+  } else if (type == GGUFType::FLOAT32) {
+    v.f = r.read<float>(what);
+  } else if (type == GGUFType::FLOAT64) {
+    v.f = r.read<double>(what);
   } else {
-    v.ints.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) {
-      int64_t i = 0;
-      uint64_t u = 0;
-      read_integer(r, v.array_type, what, &i, &u);
-      check(v.array_type != GGUFType::UINT64 || u <= uint64_t(std::numeric_limits<int64_t>::max()),
-            path, ": ", what, " element ", k, " (", u, ") does not fit in int64");
-      v.ints.push_back(i);
+    const uint64_t n = info(type).bytes;
+    uint64_t u = 0;
+    std::memcpy(&u, r.take(n, what), n);  // little-endian host assumed
+    // Shifting the value's top bit up to bit 63 and back sign-extends the signed types.
+    const int unused_bits = static_cast<int>(sizeof(u) - n) * CHAR_BIT;
+    const bool is_signed = is(type, kSigned);
+    v.i = is_signed ? static_cast<int64_t>(u << unused_bits) >> unused_bits : int64_t(u);
+    v.u = static_cast<uint64_t>(v.i);
+    check(type != GGUFType::BOOL || u <= 1, r.path(), ": ", what, " is a bool with byte value ", u,
+          " (expected 0 or 1)");
+  }
+}
+
+void read_array(Reader& r, const std::string& what, GGUFValue& v) {
+  v.array_type = read_type(r, what + " element");
+  const GGUFType type = v.array_type;
+  check(type != GGUFType::ARRAY, r.path(), ": ", what,
+        " is an array of arrays, which is not supported");
+  const uint64_t bytes = info(type).bytes;
+  const uint64_t n = r.read_count(what + " array length", bytes ? bytes : kStringLengthBytes);
+  // Integers and bools go to v.ints, floats to v.floats, strings to v.strings.
+  if (is(type, kString)) v.strings.reserve(n);
+  if (is(type, kFloat)) v.floats.reserve(n);
+  if (is(type, kInteger | kBool)) v.ints.reserve(n);
+  const std::string element = what + " element";
+  GGUFValue e;
+  for (uint64_t k = 0; k < n; ++k) {
+    read_scalar(r, type, element, e);
+    if (is(type, kString)) {
+      v.strings.push_back(std::move(e.s));
+    } else if (is(type, kFloat)) {
+      v.floats.push_back(e.f);
+    } else {
+      check(type != GGUFType::UINT64 || e.u <= uint64_t(kInt64Max), r.path(), ": ", what,
+            " element ", k, " (", e.u, ") does not fit in int64");
+      v.ints.push_back(e.i);
     }
   }
 }
 
-GGUFValue read_value(Reader& r, const std::string& path, const std::string& key) {
+GGUFValue read_value(Reader& r, const std::string& key) {
   const std::string what = "key '" + key + "'";
   GGUFValue v;
-  v.type = read_type(r, path, what);
-  if (v.type == GGUFType::STRING) {
-    v.s = r.read_string(what + " value");
-  } else if (v.type == GGUFType::ARRAY) {
-    read_array(r, path, what, v);
-  } else if (is_float(v.type)) {
-    v.f = read_float(r, v.type, what + " value");
-  } else if (v.type == GGUFType::BOOL) {
-    v.i = read_bool(r, path, what + " value");
-    v.u = static_cast<uint64_t>(v.i);
+  v.type = read_type(r, what);
+  if (v.type == GGUFType::ARRAY) {
+    read_array(r, what, v);
   } else {
-    read_integer(r, v.type, what + " value", &v.i, &v.u);
+    read_scalar(r, v.type, what + " value", v);
   }
   return v;
 }
 
 // Multiplies two non-negative numbers, refusing an overflow of int64.
 int64_t checked_mul(int64_t a, int64_t b, const std::string& path, const std::string& what) {
-  check(b == 0 || a <= std::numeric_limits<int64_t>::max() / b, path, ": ", what,
-        " overflows 64 bits");
+  check(b == 0 || a <= kInt64Max / b, path, ": ", what, " overflows 64 bits");
   return a * b;
 }
 
-TensorInfo read_tensor_info(Reader& r, const std::string& path) {
+TensorInfo read_tensor_info(Reader& r) {
+  const std::string& path = r.path();
   TensorInfo t;
   t.name = r.read_string("tensor name");
   const std::string what = "tensor '" + t.name + "'";
@@ -271,88 +239,46 @@ TensorInfo read_tensor_info(Reader& r, const std::string& path) {
   return t;
 }
 
+// Closes a file descriptor when it goes out of scope.
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+// Maps path read-only; returns the mapping and its size. Refuses non-files and empty files.
+void* map_file(const std::string& path, size_t* size) {
+  const FileDescriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  check(file.fd >= 0, path, ": cannot open: ", std::strerror(errno));
+  struct stat st {};
+  const bool stat_ok = fstat(file.fd, &st) == 0;  // before errno is read below
+  check(stat_ok, path, ": cannot stat: ", std::strerror(errno));
+  check(S_ISREG(st.st_mode), path, ": not a regular file");
+  check(st.st_size > 0, path, ": file is empty");
+  *size = static_cast<size_t>(st.st_size);
+  // The mapping stays valid after the descriptor is closed.
+  void* map = mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  check(map != MAP_FAILED, path, ": cannot mmap: ", std::strerror(errno));
+  return map;
+}
+
 }  // namespace
 
 const GGMLTypeLayout* ggml_type_layout(GGMLType type) {
-  // ggml's block sizes and bytes per block (ggml.c type_traits).
-  static constexpr GGMLTypeLayout kF32{1, 4}, kF16{1, 2}, kQ4_0{32, 18}, kQ4_1{32, 20},
-      kQ5_0{32, 22}, kQ5_1{32, 24}, kQ8_0{32, 34}, kQ8_1{32, 36}, kQ2_K{256, 84}, kQ3_K{256, 110},
-      kQ4_K{256, 144}, kQ5_K{256, 176}, kQ6_K{256, 210}, kQ8_K{256, 292};
-  switch (type) {
-    case GGMLType::F32:
-      return &kF32;
-    case GGMLType::F16:
-      return &kF16;
-    case GGMLType::BF16:
-      return &kF16;  // same size as F16
-    case GGMLType::Q4_0:
-      return &kQ4_0;
-    case GGMLType::Q4_1:
-      return &kQ4_1;
-    case GGMLType::Q5_0:
-      return &kQ5_0;
-    case GGMLType::Q5_1:
-      return &kQ5_1;
-    case GGMLType::Q8_0:
-      return &kQ8_0;
-    case GGMLType::Q8_1:
-      return &kQ8_1;
-    case GGMLType::Q2_K:
-      return &kQ2_K;
-    case GGMLType::Q3_K:
-      return &kQ3_K;
-    case GGMLType::Q4_K:
-      return &kQ4_K;
-    case GGMLType::Q5_K:
-      return &kQ5_K;
-    case GGMLType::Q6_K:
-      return &kQ6_K;
-    case GGMLType::Q8_K:
-      return &kQ8_K;
-  }
-  return nullptr;
+  const TensorType* t = find_tensor_type(type);
+  return t ? &t->layout : nullptr;
 }
 
 std::string ggml_type_name(GGMLType type) {
-  switch (type) {
-    case GGMLType::F32:
-      return "f32";
-    case GGMLType::F16:
-      return "f16";
-    case GGMLType::BF16:
-      return "bf16";
-    case GGMLType::Q4_0:
-      return "q4_0";
-    case GGMLType::Q4_1:
-      return "q4_1";
-    case GGMLType::Q5_0:
-      return "q5_0";
-    case GGMLType::Q5_1:
-      return "q5_1";
-    case GGMLType::Q8_0:
-      return "q8_0";
-    case GGMLType::Q8_1:
-      return "q8_1";
-    case GGMLType::Q2_K:
-      return "q2_K";
-    case GGMLType::Q3_K:
-      return "q3_K";
-    case GGMLType::Q4_K:
-      return "q4_K";
-    case GGMLType::Q5_K:
-      return "q5_K";
-    case GGMLType::Q6_K:
-      return "q6_K";
-    case GGMLType::Q8_K:
-      return "q8_K";
-  }
-  return "type" + std::to_string(static_cast<uint32_t>(type));
+  const TensorType* t = find_tensor_type(type);
+  return t ? t->name : "type" + std::to_string(static_cast<uint32_t>(type));
 }
 
 uint64_t GGUFValue::array_size() const {
   if (type != GGUFType::ARRAY) return 0;
-  if (array_type == GGUFType::STRING) return strings.size();
-  if (is_float(array_type)) return floats.size();
+  if (is(array_type, kString)) return strings.size();
+  if (is(array_type, kFloat)) return floats.size();
   return ints.size();
 }
 
@@ -363,36 +289,6 @@ int64_t TensorInfo::n_elements() const {
 }
 
 // ---- opening and parsing ----
-
-namespace {
-
-// Maps path read-only; returns the mapping and its size. Refuses non-files and empty files.
-void* map_file(const std::string& path, size_t* size) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(fd >= 0, path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    fail(path, ": cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    fail(path, ": not a regular file");
-  }
-  if (st.st_size == 0) {
-    close(fd);
-    fail(path, ": file is empty");
-  }
-  *size = static_cast<size_t>(st.st_size);
-  void* map = mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  close(fd);  // the mapping stays valid after the descriptor is closed
-  check(map != MAP_FAILED, path, ": cannot mmap: ", std::strerror(err));
-  return map;
-}
-
-}  // namespace
 
 GGUFFile::GGUFFile(const std::string& path) : path_(path) {
   map_ = map_file(path_, &size_);
@@ -416,21 +312,21 @@ GGUFFile::GGUFFile(const std::string& path) : path_(path) {
     for (uint64_t k = 0; k < n_kv; ++k) {
       std::string key = r.read_string("metadata key");
       check(metadata_.count(key) == 0, path_, ": duplicate metadata key '", key, "'");
-      GGUFValue value = read_value(r, path_, key);
+      GGUFValue value = read_value(r, key);
       metadata_.emplace(std::move(key), std::move(value));
     }
 
+    alignment_ = kDefaultAlignment;
     if (const GGUFValue* a = find(kAlignmentKey)) {
-      check(is_integer(a->type) && a->i > 0 && is_power_of_two(a->u), path_, ": ", kAlignmentKey,
+      const bool power_of_two = a->u != 0 && (a->u & (a->u - 1)) == 0;
+      check(is(a->type, kInteger) && a->i > 0 && power_of_two, path_, ": ", kAlignmentKey,
             " must be a positive power of two (got ", describe(*a), " ", a->i, ")");
       alignment_ = static_cast<size_t>(a->u);
-    } else {
-      alignment_ = kDefaultAlignment;
     }
 
     tensors_.reserve(n_tensors);
     for (uint64_t k = 0; k < n_tensors; ++k) {
-      TensorInfo t = read_tensor_info(r, path_);
+      TensorInfo t = read_tensor_info(r);
       check(tensor_index_.count(t.name) == 0, path_, ": duplicate tensor name '", t.name, "'");
       check(t.offset % alignment_ == 0, path_, ": tensor '", t.name, "' offset ", t.offset,
             " is not a multiple of the alignment ", alignment_);
@@ -469,89 +365,63 @@ const GGUFValue* GGUFFile::find(const std::string& key) const {
 
 namespace {
 
-const GGUFValue& require(const GGUFFile& f, const std::string& key) {
+// The value of key, present and of one of kinds (an array also with elements of one of
+// element_kinds); otherwise an Error naming the file, the key and the expected kind.
+const GGUFValue& require(const GGUFFile& f, const std::string& key, unsigned kinds,
+                         const char* expected, unsigned element_kinds = 0) {
   const GGUFValue* v = f.find(key);
   check(v != nullptr, f.path(), ": missing metadata key '", key, "'");
+  if (!is(v->type, kinds) || (v->type == GGUFType::ARRAY && !is(v->array_type, element_kinds))) {
+    fail(f.path(), ": metadata key '", key, "' is ", describe(*v), ", expected ", expected);
+  }
   return *v;
-}
-
-[[noreturn]] void wrong_kind(const GGUFFile& f, const std::string& key, const GGUFValue& v,
-                             const char* expected) {
-  fail(f.path(), ": metadata key '", key, "' is ", describe(v), ", expected ", expected);
-}
-
-int64_t as_int(const GGUFFile& f, const std::string& key, const GGUFValue& v) {
-  if (!is_integer(v.type)) wrong_kind(f, key, v, "an integer");
-  check(v.type != GGUFType::UINT64 || v.u <= uint64_t(std::numeric_limits<int64_t>::max()),
-        f.path(), ": metadata key '", key, "' value ", v.u, " does not fit in int64");
-  return v.i;
-}
-
-double as_float(const GGUFFile& f, const std::string& key, const GGUFValue& v) {
-  if (is_float(v.type)) return v.f;
-  if (is_integer(v.type)) return static_cast<double>(as_int(f, key, v));
-  wrong_kind(f, key, v, "a number");
 }
 
 }  // namespace
 
 std::string GGUFFile::get_string(const std::string& key) const {
-  const GGUFValue& v = require(*this, key);
-  if (v.type != GGUFType::STRING) wrong_kind(*this, key, v, "a string");
-  return v.s;
+  return require(*this, key, kString, "a string").s;
 }
 
 int64_t GGUFFile::get_int(const std::string& key) const {
-  return as_int(*this, key, require(*this, key));
+  const GGUFValue& v = require(*this, key, kInteger, "an integer");
+  check(v.type != GGUFType::UINT64 || v.u <= uint64_t(kInt64Max), path_, ": metadata key '", key,
+        "' value ", v.u, " does not fit in int64");
+  return v.i;
 }
 
 double GGUFFile::get_float(const std::string& key) const {
-  return as_float(*this, key, require(*this, key));
+  const GGUFValue& v = require(*this, key, kNumber, "a number");
+  return is(v.type, kFloat) ? v.f : static_cast<double>(get_int(key));
 }
 
 bool GGUFFile::get_bool(const std::string& key) const {
-  const GGUFValue& v = require(*this, key);
-  if (v.type != GGUFType::BOOL) wrong_kind(*this, key, v, "a bool");
-  return v.i != 0;
+  return require(*this, key, kBool, "a bool").i != 0;
 }
 
 std::vector<std::string> GGUFFile::get_string_array(const std::string& key) const {
-  const GGUFValue& v = require(*this, key);
-  if (v.type != GGUFType::ARRAY || v.array_type != GGUFType::STRING) {
-    wrong_kind(*this, key, v, "an array of strings");
-  }
-  return v.strings;
+  return require(*this, key, kArray, "an array of strings", kString).strings;
 }
 
 std::vector<double> GGUFFile::get_float_array(const std::string& key) const {
-  const GGUFValue& v = require(*this, key);
-  if (v.type == GGUFType::ARRAY && is_float(v.array_type)) return v.floats;
-  if (v.type == GGUFType::ARRAY && is_integer(v.array_type)) {
-    return std::vector<double>(v.ints.begin(), v.ints.end());
-  }
-  wrong_kind(*this, key, v, "an array of numbers");
+  const GGUFValue& v = require(*this, key, kArray, "an array of numbers", kNumber);
+  if (is(v.array_type, kFloat)) return v.floats;
+  return std::vector<double>(v.ints.begin(), v.ints.end());
 }
 
 std::vector<int64_t> GGUFFile::get_int_array(const std::string& key) const {
-  const GGUFValue& v = require(*this, key);
-  if (v.type != GGUFType::ARRAY || !is_integer(v.array_type)) {
-    wrong_kind(*this, key, v, "an array of integers");
-  }
-  return v.ints;
+  return require(*this, key, kArray, "an array of integers", kInteger).ints;
 }
 
 std::string GGUFFile::get_string_or(const std::string& key, const std::string& fallback) const {
   return has(key) ? get_string(key) : fallback;
 }
-
 int64_t GGUFFile::get_int_or(const std::string& key, int64_t fallback) const {
   return has(key) ? get_int(key) : fallback;
 }
-
 double GGUFFile::get_float_or(const std::string& key, double fallback) const {
   return has(key) ? get_float(key) : fallback;
 }
-
 bool GGUFFile::get_bool_or(const std::string& key, bool fallback) const {
   return has(key) ? get_bool(key) : fallback;
 }

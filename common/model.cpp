@@ -136,42 +136,33 @@ class Binder {
  public:
   explicit Binder(const GGUFFile& f) : f_(f) {}
 
-  const TensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
-
-  const TensorInfo& shaped(const std::string& name, const std::vector<int64_t>& ne) {
+  // The tensor, checked to have shape ne and data aligned for elements of `alignment` bytes.
+  const TensorInfo& shaped(const std::string& name, const std::vector<int64_t>& ne,
+                           size_t alignment) {
     const TensorInfo* t = f_.find_tensor(name);
     check(t != nullptr, f_.path(), ": missing tensor '", name, "'");
     check(t->ne == ne, f_.path(), ": tensor '", name, "' has shape ", shape_string(t->ne),
           ", expected ", shape_string(ne));
+    check(reinterpret_cast<uintptr_t>(t->data) % alignment == 0, f_.path(), ": tensor '", name,
+          "' data is not ", alignment, "-byte aligned");
     used_.insert(name);
     return *t;
   }
 
   // W (rows, cols): ggml shape [cols, rows].
   Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const TensorInfo& t = shaped(name, {cols, rows});
+    const TensorInfo& t = shaped(name, {cols, rows}, alignof(uint16_t));  // fp16 scales
     check(type_supported(t.type), f_.path(), ": tensor '", name, "' has type ",
           ggml_type_name(t.type), ", which this engine cannot compute with (supported: f32, f16, ",
           "q4_0, q8_0, q6_K)");
-    Weight w;
-    w.name = name;
-    w.type = t.type;
-    w.rows = rows;
-    w.cols = cols;
-    w.data = t.data;
-    w.row_bytes = type_row_bytes(t.type, cols);
-    check(reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) == 0, f_.path(), ": tensor '",
-          name, "' data is not 2-byte aligned");
-    return w;
+    return {name, t.type, rows, cols, t.data, type_row_bytes(t.type, cols)};
   }
 
   // A 1-D F32 vector of n (norm weights, biases, rope factors).
   const float* vector(const std::string& name, int64_t n) {
-    const TensorInfo& t = shaped(name, {n});
+    const TensorInfo& t = shaped(name, {n}, alignof(float));
     check(t.type == GGMLType::F32, f_.path(), ": tensor '", name, "' has type ",
           ggml_type_name(t.type), ", expected f32");
-    check(reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0, f_.path(), ": tensor '", name,
-          "' data is not 4-byte aligned");
     return static_cast<const float*>(t.data);
   }
 
@@ -202,7 +193,7 @@ Model::Model(std::shared_ptr<const GGUFFile> file) : file_(std::move(file)) {
   token_embd_ = bind.matrix("token_embd.weight", c.n_vocab, c.n_embd);
   output_norm_ = bind.vector("output_norm.weight", c.n_embd);
   output_ = c.tied_output ? token_embd_ : bind.matrix("output.weight", c.n_vocab, c.n_embd);
-  if (bind.find("rope_freqs.weight") != nullptr) {
+  if (f.find_tensor("rope_freqs.weight") != nullptr) {
     config_.rope.freq_factors = bind.vector("rope_freqs.weight", c.rope.n_rot / 2);
   }
 

@@ -104,17 +104,16 @@ const NamedList kLists[] = {
     {"default", &kDefault, false},
 };
 
-constexpr size_t kErrorMessageBytes = 256;  // room for a PCRE2 error message
+std::string error_message(int code) {
+  PCRE2_UCHAR message[256];  // room for any PCRE2 error message
+  pcre2_get_error_message(code, message, sizeof(message));
+  return reinterpret_cast<const char*>(message);
+}
 
 // Non-ASCII whitespace is matched as this ASCII one (see pretokenizer.h).
 constexpr uint32_t kWhitespaceStandIn = 0x0B;
 
-struct MatchDataDeleter {
-  void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
-};
-using MatchData = std::unique_ptr<pcre2_match_data, MatchDataDeleter>;
-
-// A fragment of the text, as codepoint indices [begin, end).
+// A fragment of the text, as byte offsets [begin, end) into the subject the regexes see.
 struct Span {
   size_t begin;
   size_t end;
@@ -123,7 +122,6 @@ struct Span {
 }  // namespace
 
 struct PreTokenizer::Regex {
-  std::string pattern;
   pcre2_code* code = nullptr;
   ~Regex() { pcre2_code_free(code); }
 };
@@ -146,16 +144,13 @@ PreTokenizer::PreTokenizer(const std::string& pre, const std::string& where) : w
 
   for (const std::string& pattern : *patterns) {
     auto regex = std::make_unique<Regex>();
-    regex->pattern = pattern;
     int error = 0;
     PCRE2_SIZE error_offset = 0;
     regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                 PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &error, &error_offset, nullptr);
     if (regex->code == nullptr) {
-      PCRE2_UCHAR message[kErrorMessageBytes];
-      pcre2_get_error_message(error, message, sizeof(message));
       fail(where, ": pre-tokenizer regex for '", pre, "' does not compile at offset ", error_offset,
-           ": ", reinterpret_cast<const char*>(message));
+           ": ", error_message(error));
     }
     // JIT only makes matching faster; where the platform lacks it PCRE2 interprets, same results.
     pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);
@@ -182,23 +177,19 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
     utf8::append(subject, foreign_space ? kWhitespaceStandIn : cps[i]);
   }
   starts[cps.size()] = subject.size();
-  auto codepoint_index = [&](size_t byte) {
-    return static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), byte) -
-                               starts.begin());
-  };
 
   std::vector<Span> spans;
-  if (!cps.empty()) spans.push_back({0, cps.size()});
+  if (!subject.empty()) spans.push_back({0, subject.size()});
   std::vector<Span> next;
-  MatchData match(pcre2_match_data_create(1, nullptr));
+  const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+      pcre2_match_data_create(1, nullptr), pcre2_match_data_free);
   check(match != nullptr, where_, ": out of memory for regex match data");
 
   for (const auto& regex : regexes_) {
     next.clear();
     for (const Span& span : spans) {
-      const size_t begin = starts[span.begin];
-      const size_t length = starts[span.end] - begin;
-      const auto* fragment = reinterpret_cast<PCRE2_SPTR>(subject.data() + begin);
+      const size_t length = span.end - span.begin;
+      const auto* fragment = reinterpret_cast<PCRE2_SPTR>(subject.data() + span.begin);
       size_t at = 0;   // where the next search starts, in bytes from the fragment's start
       size_t gap = 0;  // start of the text not yet covered by a match
       while (at < length) {
@@ -206,10 +197,8 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
                                    match.get(), nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
-          PCRE2_UCHAR message[kErrorMessageBytes];
-          pcre2_get_error_message(rc, message, sizeof(message));
           fail(where_, ": pre-tokenizer regex failed on a ", length,
-               "-byte fragment: ", reinterpret_cast<const char*>(message));
+               "-byte fragment: ", error_message(rc));
         }
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
         const size_t m_begin = ovector[0];
@@ -219,22 +208,26 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
           at = m_begin + utf8::sequence_length(fragment[m_begin]);
           continue;
         }
-        if (m_begin > gap)
-          next.push_back({codepoint_index(begin + gap), codepoint_index(begin + m_begin)});
-        next.push_back({codepoint_index(begin + m_begin), codepoint_index(begin + m_end)});
+        if (m_begin > gap) next.push_back({span.begin + gap, span.begin + m_begin});
+        next.push_back({span.begin + m_begin, span.begin + m_end});
         gap = at = m_end;
       }
-      if (gap < length) next.push_back({codepoint_index(begin + gap), span.end});
+      if (gap < length) next.push_back({span.begin + gap, span.end});
     }
     spans.swap(next);
   }
 
+  // Each word from the original codepoints (the stand-in spaces may differ in length).
+  auto codepoint_index = [&](size_t byte) {
+    return size_t(std::lower_bound(starts.begin(), starts.end(), byte) - starts.begin());
+  };
   std::vector<std::string> words;
   words.reserve(spans.size());
   std::string bytes;
   for (const Span& span : spans) {
     bytes.clear();
-    for (size_t i = span.begin; i < span.end; ++i) utf8::append(bytes, cps[i]);
+    const size_t end = codepoint_index(span.end);
+    for (size_t i = codepoint_index(span.begin); i < end; ++i) utf8::append(bytes, cps[i]);
     std::string word;
     for (unsigned char b : bytes) word += byte_text_[b];
     words.push_back(std::move(word));

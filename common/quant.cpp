@@ -3,6 +3,7 @@
 #include "quant.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -22,18 +23,7 @@ constexpr uint32_t kF32Infinity = 0x7f800000;
 constexpr uint32_t kF32SmallestF16Normal = 0x38800000;  // 2^-14
 constexpr uint32_t kF32F16Overflow = 0x477ff000;        // 65520: halfway past 65504, ties to inf
 constexpr uint32_t kF32ImplicitOne = 0x00800000;
-
-float bits_to_float(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-uint32_t float_to_bits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
+constexpr int kF16SubnormalExponent = -24;  // a subnormal half is mantissa * 2^-24
 
 // value >> shift, rounded to nearest with ties to even (shift >= 1).
 uint32_t shift_round_even(uint32_t value, int shift) {
@@ -48,25 +38,21 @@ uint32_t shift_round_even(uint32_t value, int shift) {
 float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & kF16ExpMax;
-  uint32_t mant = h & 0x3ff;
-  if (exp == kF16ExpMax) return bits_to_float(sign | kF32Infinity | (mant << kMantissaShift));
+  const uint32_t mant = h & 0x3ff;
+  if (exp == kF16ExpMax) {
+    return std::bit_cast<float>(sign | kF32Infinity | (mant << kMantissaShift));
+  }
   if (exp != 0) {
-    return bits_to_float(sign | ((exp - kF16ExpBias + kF32ExpBias) << 23) |
-                         (mant << kMantissaShift));
+    return std::bit_cast<float>(sign | ((exp - kF16ExpBias + kF32ExpBias) << 23) |
+                                (mant << kMantissaShift));
   }
-  if (mant == 0) return bits_to_float(sign);
-  // Subnormal half: mant * 2^-24. Normalise so the leading 1 becomes the implicit bit.
-  int e = 1 - int(kF16ExpBias);
-  while ((mant & 0x400) == 0) {
-    mant <<= 1;
-    --e;
-  }
-  mant &= 0x3ff;
-  return bits_to_float(sign | (uint32_t(e + int(kF32ExpBias)) << 23) | (mant << kMantissaShift));
+  // Zero or subnormal half: mant * 2^-24, exact in float.
+  const float magnitude = std::ldexp(float(mant), kF16SubnormalExponent);
+  return sign ? -magnitude : magnitude;
 }
 
 uint16_t fp32_to_fp16(float f) {
-  const uint32_t bits = float_to_bits(f);
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (bits >> 16) & 0x8000;
   const uint32_t abs = bits & 0x7fffffff;
   if (abs > kF32Infinity) {  // nan: keep the top payload bits, force quiet so it stays a nan
@@ -89,16 +75,8 @@ uint16_t fp32_to_fp16(float f) {
 // ---- type table ----
 
 bool type_supported(GGMLType type) {
-  switch (type) {
-    case GGMLType::F32:
-    case GGMLType::F16:
-    case GGMLType::Q4_0:
-    case GGMLType::Q8_0:
-    case GGMLType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  return type == GGMLType::F32 || type == GGMLType::F16 || type == GGMLType::Q4_0 ||
+         type == GGMLType::Q8_0 || type == GGMLType::Q6_K;
 }
 
 namespace {

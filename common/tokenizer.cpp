@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <string_view>
 #include <unordered_map>
@@ -46,16 +47,8 @@ const char* const kKeyAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
 const char* const kModelBpe = "gpt2";
 const char* const kModelSpm = "llama";
 
-// Token types as GGUF stores them (llama.cpp's LLAMA_TOKEN_TYPE_*).
-enum TokenType : int64_t {
-  kUndefined = 0,
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,
-  kUserDefined = 4,
-  kUnused = 5,
-  kByte = 6,
-};
+// Token types as GGUF stores them, 0..6 (llama.cpp's LLAMA_TOKEN_TYPE_*).
+enum TokenType : int64_t { kUndefined, kNormal, kUnknown, kControl, kUserDefined, kUnused, kByte };
 
 // Converters write "no such token" as u32 0xFFFFFFFF (stories260K's separator id, for one).
 constexpr int64_t kNoTokenU32 = 0xFFFFFFFF;
@@ -67,25 +60,12 @@ constexpr int kSpmDefaultEos = 2;
 // fill-in-the-middle detection). DeepSeek-Coder stores its three FIM tokens as USER_DEFINED, so
 // with parse_special off they are plain text, and they print only with special tokens on.
 const char* const kControlTexts[] = {
-    "<｜end▁of▁sentence｜>",
-    "<｜fim▁begin｜>",
-    "<｜fim▁hole｜>",
-    "<｜fim▁end｜>",
-    "<|eot_id|>",
-    "<|eom_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<|endoftext|>",
-    "<|end_of_text|>",
-    "<end_of_turn>",
-    "<EOT>",
-    "<|fim_prefix|>",
-    "<|fim_suffix|>",
-    "<|fim_middle|>",
-    "<|fim_pad|>",
-    "<|repo_name|>",
-    "<|file_sep|>",
-};
+    // DeepSeek's
+    "<｜end▁of▁sentence｜>", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>",
+    // other families'
+    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
+    "<end_of_turn>", "<EOT>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>"};
 
 // End-of-turn tokens looked up by text when tokenizer.ggml.eot_token_id is absent; the first one
 // present that is not EOS wins (DeepSeek-Coder's <|EOT|>; DeepSeek-LLM has none besides EOS).
@@ -94,11 +74,6 @@ const char* const kEndOfTurnTexts[] = {"<|EOT|>", "<|eot_id|>", "<|im_end|>",
 
 const char* const kSpmSpace = "\xE2\x96\x81";  // "▁" U+2581, SentencePiece's visible space
 
-// Byte tokens are spelled "<0xNN>": the hex digits sit at offsets 3 and 4 of 6 characters.
-constexpr size_t kByteTokenLength = 6;
-constexpr size_t kByteTokenHexAt = 3;
-constexpr size_t kByteTokenHexDigits = 2;
-constexpr int kHexBase = 16;
 constexpr int kByteValues = 256;
 
 // Hash that lets the maps be searched with a string_view, without building a std::string.
@@ -107,6 +82,19 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 using StringMap = std::unordered_map<std::string, int, StringHash, std::equal_to<>>;
+
+// The byte a token spelled "<0xNN>" stands for, or -1 when text is not of that form.
+int byte_token_value(std::string_view text) {
+  constexpr size_t kLength = 6;  // "<0x", two hex digits, ">"
+  constexpr size_t kHexAt = 3;
+  constexpr int kHexBase = 16;
+  auto hex = [&](size_t i) { return std::isxdigit(static_cast<unsigned char>(text[i])) != 0; };
+  if (text.size() != kLength || !text.starts_with("<0x") || text.back() != '>' || !hex(kHexAt) ||
+      !hex(kHexAt + 1)) {
+    return -1;
+  }
+  return std::stoi(std::string(text.substr(kHexAt, 2)), nullptr, kHexBase);
+}
 
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;
@@ -118,60 +106,6 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
   out.append(s.substr(at));
   return out;
 }
-
-// A byte trie over the special tokens' texts: which of them occur anywhere in a text, in one
-// pass, so the (slow, exact) cutting loop only runs for tokens that are there. DeepSeek-LLM has
-// 2400 user-defined tokens and a prompt rarely contains any.
-class SpecialTrie {
- public:
-  void insert(const std::string& text, int id) {
-    int node = 0;
-    for (unsigned char b : text) {
-      const int existing = child(node, b);
-      if (existing >= 0) {
-        node = existing;
-        continue;
-      }
-      const int fresh = static_cast<int>(nodes_.size());
-      auto& children = nodes_[node].children;
-      children.insert(std::lower_bound(children.begin(), children.end(), std::make_pair(b, 0)),
-                      {b, fresh});
-      nodes_.emplace_back();
-      node = fresh;
-    }
-    nodes_[node].id = id;
-  }
-
-  /// Sorted ids of the tokens whose text occurs in text.
-  std::vector<int> occurring(std::string_view text) const {
-    std::vector<int> ids;
-    for (size_t i = 0; i < text.size(); ++i) {
-      int node = 0;
-      for (size_t j = i; j < text.size(); ++j) {
-        node = child(node, static_cast<unsigned char>(text[j]));
-        if (node < 0) break;
-        if (nodes_[node].id >= 0) ids.push_back(nodes_[node].id);
-      }
-    }
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    return ids;
-  }
-
- private:
-  struct Node {
-    std::vector<std::pair<unsigned char, int>> children;  // sorted by byte
-    int id = -1;
-  };
-
-  int child(int node, unsigned char b) const {
-    const auto& children = nodes_[node].children;
-    auto it = std::lower_bound(children.begin(), children.end(), std::make_pair(b, 0));
-    return it != children.end() && it->first == b ? it->second : -1;
-  }
-
-  std::vector<Node> nodes_{1};
-};
 
 // A piece of the input: a special token, or raw text [begin, end) still to be tokenized.
 struct Fragment {
@@ -188,19 +122,6 @@ struct Symbol {
   int next;
 };
 
-std::vector<Symbol> split_characters(std::string_view word) {
-  std::vector<Symbol> symbols;
-  for (size_t at = 0; at < word.size();) {
-    const size_t n =
-        std::min(utf8::sequence_length(static_cast<unsigned char>(word[at])), word.size() - at);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({at, n, index - 1, index + 1});
-    at += n;
-  }
-  if (!symbols.empty()) symbols.back().next = -1;
-  return symbols;
-}
-
 // A candidate merge of symbols left and right, valid while both still have the recorded lengths.
 struct Bigram {
   double priority;  // BPE: -rank; SentencePiece: the merged token's score. Higher merges first.
@@ -216,18 +137,28 @@ struct MergesLater {
   }
 };
 
-// Merges the symbols of word, best pair first. pair_priority(left, right) gives the priority of
-// merging two adjacent texts, or nothing when they do not merge.
+// Splits word into characters and merges them, best pair first; returns the symbols left.
+// pair_priority(left, right) gives the priority of merging two adjacent texts, or nullopt when
+// they do not merge.
 template <class PairPriority>
-void merge_symbols(std::string_view word, std::vector<Symbol>& symbols,
-                   const PairPriority& pair_priority) {
+std::vector<std::string_view> merge(std::string_view word, const PairPriority& pair_priority) {
+  std::vector<Symbol> symbols;
+  for (size_t at = 0; at < word.size();) {
+    const size_t n =
+        std::min(utf8::sequence_length(static_cast<unsigned char>(word[at])), word.size() - at);
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({at, n, index - 1, index + 1});
+    at += n;
+  }
+  if (symbols.empty()) return {};
+  symbols.back().next = -1;
+
   std::priority_queue<Bigram, std::vector<Bigram>, MergesLater> queue;
   auto text = [&](int i) { return word.substr(symbols[i].begin, symbols[i].length); };
   auto consider = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    double priority = 0;
-    if (!pair_priority(text(left), text(right), priority)) return;
-    queue.push({priority, left, right, symbols[left].length, symbols[right].length});
+    const std::optional<double> priority = pair_priority(text(left), text(right));
+    if (priority) queue.push({*priority, left, right, symbols[left].length, symbols[right].length});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) consider(i - 1, i);
 
@@ -245,6 +176,9 @@ void merge_symbols(std::string_view word, std::vector<Symbol>& symbols,
     consider(left.prev, b.left);
     consider(b.left, left.next);
   }
+  std::vector<std::string_view> merged;
+  for (int i = 0; i != -1; i = symbols[i].next) merged.push_back(text(i));
+  return merged;
 }
 
 }  // namespace
@@ -260,10 +194,9 @@ struct Tokenizer::Impl {
   std::vector<int64_t> types;
   std::vector<std::string> pieces;  // what each token prints as, special tokens as ""
   StringMap id_of;
-  StringMap merge_rank;       // "left right" -> rank, lower merges first
-  std::vector<int> specials;  // CONTROL, USER_DEFINED and UNKNOWN ids, longest text first
-  SpecialTrie special_trie;
-  std::vector<int> byte_tokens;  // SentencePiece byte fallback: the token of each byte, or -1
+  StringMap merge_rank;          // "left right" -> rank, lower merges first
+  std::vector<int> specials;     // CONTROL, USER_DEFINED and UNKNOWN ids, longest text first
+  std::vector<int> byte_tokens;  // byte fallback: the token of each byte, or -1
   std::unique_ptr<PreTokenizer> pre_tokenizer;
 
   int bos = -1;
@@ -293,7 +226,7 @@ struct Tokenizer::Impl {
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
   void encode_bpe(std::string_view text, std::vector<int>& out) const;
   void encode_spm(std::string_view text, std::vector<int>& out) const;
-  void emit_bpe_symbol(std::string_view symbol, std::vector<int>& out) const;
+  void emit(std::string_view symbol, std::vector<int>& out) const;
 };
 
 // ---- Loading ----
@@ -319,24 +252,21 @@ Tokenizer::Impl::Impl(const GGUFFile& file) : path(file.path()) {
   check(!add_bos || bos >= 0, path, ": ", kKeyAddBos, " is true but there is no ", kKeyBos);
   add_space_prefix = spm && file.get_bool_or(kKeyAddSpacePrefix, true);
 
+  pieces.resize(texts.size());
   for (int id = 0; id < static_cast<int>(texts.size()); ++id) {
+    pieces[id] = make_piece(id);
     if (is_special(id)) specials.push_back(id);
   }
   std::stable_sort(specials.begin(), specials.end(),
                    [&](int a, int b) { return texts[a].size() > texts[b].size(); });
-  for (int id : specials) special_trie.insert(texts[id], id);
 
-  pieces.resize(texts.size());
-  for (int id = 0; id < static_cast<int>(texts.size()); ++id) pieces[id] = make_piece(id);
-
-  if (spm) {
-    byte_tokens.assign(kByteValues, -1);
-    for (int b = 0; b < kByteValues; ++b) {
-      char hex[kByteTokenLength + 1];
-      std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
-      const int id = token_of(hex);
-      byte_tokens[b] = id >= 0 ? id : token_of(std::string(1, static_cast<char>(b)));
-    }
+  // A byte is its one-character token; SentencePiece first tries its <0xNN> token.
+  byte_tokens.assign(kByteValues, -1);
+  for (int b = 0; b < kByteValues; ++b) {
+    char hex[sizeof("<0xNN>")];
+    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+    const int id = spm ? token_of(hex) : -1;
+    byte_tokens[b] = id >= 0 ? id : token_of(std::string(1, static_cast<char>(b)));
   }
 }
 
@@ -371,15 +301,8 @@ void Tokenizer::Impl::load_tokens(const GGUFFile& file) {
     const auto [it, inserted] = id_of.emplace(texts[i], static_cast<int>(i));
     check(inserted, path, ": ", kKeyTokens, " has '", texts[i], "' twice (ids ", it->second,
           " and ", i, ")");
-    if (types[i] == kByte) {
-      const std::string& t = texts[i];
-      const bool byte_form = t.size() == kByteTokenLength &&
-                             t.compare(0, kByteTokenHexAt, "<0x") == 0 && t.back() == '>' &&
-                             std::isxdigit(static_cast<unsigned char>(t[kByteTokenHexAt])) &&
-                             std::isxdigit(static_cast<unsigned char>(t[kByteTokenHexAt + 1]));
-      check(byte_form, path, ": ", kKeyTokens, "[", i, "] '", t,
-            "' has the byte type but is not of the form <0xNN>");
-    }
+    check(types[i] != kByte || byte_token_value(texts[i]) >= 0, path, ": ", kKeyTokens, "[", i,
+          "] '", texts[i], "' has the byte type but is not of the form <0xNN>");
   }
   for (const char* text : kControlTexts) {
     const int id = token_of(text);
@@ -415,10 +338,7 @@ void Tokenizer::Impl::load_special_ids(const GGUFFile& file) {
   if (!file.has(kKeyEot)) {
     for (const char* text : kEndOfTurnTexts) {
       const int id = token_of(text);
-      if (id >= 0 && id != eos) {
-        eot = id;
-        break;
-      }
+      if (eot < 0 && id >= 0 && id != eos) eot = id;
     }
   }
 }
@@ -444,10 +364,8 @@ std::string Tokenizer::Impl::make_piece(int id) const {
     }
     case kUserDefined:
       return text;  // user-defined tokens are literal text, not byte-encoded
-    case kByte: {
-      const std::string hex = text.substr(kByteTokenHexAt, kByteTokenHexDigits);
-      return std::string(1, static_cast<char>(std::stoi(hex, nullptr, kHexBase)));
-    }
+    case kByte:
+      return std::string(1, static_cast<char>(byte_token_value(text)));
     default:
       return "";  // control, unknown (printed by piece() when asked), unused, undefined
   }
@@ -459,12 +377,13 @@ std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool par
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, 0, text.size()});
-  const std::vector<int> present = special_trie.occurring(text);
   std::vector<Fragment> next;
   for (int id : specials) {
     if (!parse_special && types[id] != kUserDefined) continue;
-    if (!std::binary_search(present.begin(), present.end(), id)) continue;
     const std::string& special = texts[id];
+    // DeepSeek-LLM has 2400 user-defined tokens and a prompt rarely holds any: one search of the
+    // whole text rules each out before the cutting loop.
+    if (text.find(special) == std::string_view::npos) continue;
     next.clear();
     for (const Fragment& f : fragments) {
       if (f.token >= 0) {
@@ -485,73 +404,49 @@ std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool par
   return fragments;
 }
 
-void Tokenizer::Impl::emit_bpe_symbol(std::string_view symbol, std::vector<int>& out) const {
+// Emits symbol's token or, when it is none, as llama.cpp, the token of each of its bytes.
+void Tokenizer::Impl::emit(std::string_view symbol, std::vector<int>& out) const {
   const int id = token_of(symbol);
   if (id >= 0) {
     out.push_back(id);
     return;
   }
-  // Not a token: llama.cpp tries each byte of the symbol as a one-character token.
-  for (char c : symbol) {
-    const int byte_id = token_of(std::string_view(&c, 1));
-    check(byte_id >= 0, path, ": the vocabulary has no token for '", symbol, "' nor its bytes");
-    out.push_back(byte_id);
+  for (unsigned char b : symbol) {
+    check(byte_tokens[b] >= 0, path, ": the vocabulary has no token for '", symbol,
+          "' nor for its byte ", static_cast<int>(b));
+    out.push_back(byte_tokens[b]);
   }
 }
 
 void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int>& out) const {
   std::string key;
-  auto rank_of = [&](std::string_view left, std::string_view right, double& priority) {
+  auto rank_of = [&](std::string_view left, std::string_view right) -> std::optional<double> {
     key.assign(left);
     key += ' ';
     key.append(right);
     auto it = merge_rank.find(key);
-    if (it == merge_rank.end()) return false;
-    priority = -static_cast<double>(it->second);  // lower rank merges first
-    return true;
+    if (it == merge_rank.end()) return std::nullopt;
+    return -static_cast<double>(it->second);  // lower rank merges first
   };
   for (const std::string& word : pre_tokenizer->split(text)) {
-    if (pre_tokenizer->ignore_merges()) {
-      const int id = token_of(word);
-      if (id >= 0) {
-        out.push_back(id);
-        continue;
-      }
-    }
-    std::vector<Symbol> symbols = split_characters(word);
-    merge_symbols(word, symbols, rank_of);
-    for (int i = 0; i != -1; i = symbols[i].next) {
-      emit_bpe_symbol(std::string_view(word).substr(symbols[i].begin, symbols[i].length), out);
-    }
-  }
-}
-
-void Tokenizer::Impl::encode_spm(std::string_view text, std::vector<int>& out) const {
-  const std::string escaped = replace_all(text, " ", kSpmSpace);
-  const std::string_view word = escaped;
-  std::vector<Symbol> symbols = split_characters(word);
-  if (symbols.empty()) return;
-  auto score_of = [&](std::string_view left, std::string_view right, double& priority) {
-    // left and right are adjacent in word, so their concatenation is a view of it.
-    const int id = token_of(std::string_view(left.data(), left.size() + right.size()));
-    if (id < 0) return false;
-    priority = scores[id];
-    return true;
-  };
-  merge_symbols(word, symbols, score_of);
-  for (int i = 0; i != -1; i = symbols[i].next) {
-    const std::string_view symbol = word.substr(symbols[i].begin, symbols[i].length);
-    const int id = token_of(symbol);
+    const int id = pre_tokenizer->ignore_merges() ? token_of(word) : -1;
     if (id >= 0) {
       out.push_back(id);
       continue;
     }
-    for (unsigned char b : symbol) {  // byte fallback
-      check(byte_tokens[b] >= 0, path, ": no token for byte ", static_cast<int>(b),
-            " (neither <0xNN> nor the byte itself)");
-      out.push_back(byte_tokens[b]);
-    }
+    for (std::string_view symbol : merge(word, rank_of)) emit(symbol, out);
   }
+}
+
+void Tokenizer::Impl::encode_spm(std::string_view text, std::vector<int>& out) const {
+  auto score_of = [&](std::string_view left, std::string_view right) -> std::optional<double> {
+    // left and right are adjacent in one word, so their concatenation is a view of it.
+    const int id = token_of(std::string_view(left.data(), left.size() + right.size()));
+    if (id < 0) return std::nullopt;
+    return scores[id];
+  };
+  const std::string word = replace_all(text, " ", kSpmSpace);
+  for (std::string_view symbol : merge(word, score_of)) emit(symbol, out);
 }
 
 // ---- Tokenizer ----

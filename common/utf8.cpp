@@ -10,6 +10,8 @@ namespace {
 
 constexpr unsigned char kContinuationLow = 0x80;
 constexpr unsigned char kContinuationHigh = 0xBF;
+constexpr uint32_t kPayloadBits = 6;  // each continuation byte carries 6 bits: 10xxxxxx
+constexpr uint32_t kPayloadMask = 0x3F;
 
 // How a well-formed sequence starting with a given lead byte goes on (Unicode table 3-7): its
 // length and the allowed range of its second byte (later bytes are always 80..BF).
@@ -55,8 +57,6 @@ Prefix well_formed_prefix(std::string_view s, size_t i) {
 
 uint32_t codepoint_at(std::string_view s, size_t i, size_t length) {
   constexpr uint32_t kLeadMask[] = {0, 0x7F, 0x1F, 0x0F, 0x07};  // payload bits of the lead byte
-  constexpr uint32_t kPayloadBits = 6;
-  constexpr uint32_t kPayloadMask = 0x3F;
   uint32_t cp = static_cast<unsigned char>(s[i]) & kLeadMask[length];
   for (size_t k = 1; k < length; ++k) {
     cp = (cp << kPayloadBits) | (static_cast<unsigned char>(s[i + k]) & kPayloadMask);
@@ -73,36 +73,23 @@ size_t sequence_length(unsigned char lead) {
 }
 
 void append(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
+  constexpr unsigned char kLeadMarker[] = {0, 0x00, 0xC0, 0xE0, 0xF0};  // by sequence length
+  const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  out += static_cast<char>(kLeadMarker[n] | (cp >> (kPayloadBits * (n - 1))));
+  for (int k = n - 2; k >= 0; --k) {
+    out += static_cast<char>(kContinuationLow | ((cp >> (kPayloadBits * k)) & kPayloadMask));
   }
 }
 
 std::vector<uint32_t> decode(std::string_view text) {
   std::vector<uint32_t> cps;
   cps.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
+  for (size_t i = 0; i < text.size();) {
     const Prefix p = well_formed_prefix(text, i);
-    if (p.valid == p.needed) {
-      cps.push_back(codepoint_at(text, i, p.needed));
-      i += p.needed;
-    } else {
-      cps.push_back(kReplacement);  // one per byte, as llama.cpp's unicode_cpts_from_utf8
-      i += 1;
-    }
+    const bool ok = p.valid == p.needed;
+    // An ill-formed sequence gives one U+FFFD per byte, as llama.cpp's unicode_cpts_from_utf8.
+    cps.push_back(ok ? codepoint_at(text, i, p.needed) : kReplacement);
+    i += ok ? p.needed : 1;
   }
   return cps;
 }
@@ -123,16 +110,14 @@ size_t incomplete_tail(std::string_view s) {
 std::string sanitize(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
+  for (size_t i = 0; i < s.size();) {
     const Prefix p = well_formed_prefix(s, i);
     if (p.valid == p.needed) {
       out.append(s.substr(i, p.needed));
-      i += p.needed;
     } else {
       append(out, kReplacement);  // one per maximal ill-formed subpart
-      i += std::max<size_t>(p.valid, 1);
     }
+    i += std::max<size_t>(p.valid, 1);  // valid = needed >= 1 when well-formed
   }
   return out;
 }
@@ -150,36 +135,38 @@ namespace byte_level {
 
 namespace {
 
-constexpr uint32_t kFirstShifted = 0x100;  // where the non-printable bytes start: U+0100
-// The non-printable bytes, in byte order: 00..20 (33 of them), 7F..A0 (34), AD (1).
-constexpr uint32_t kLowRunEnd = 0x20;
-constexpr uint32_t kLowRunCount = kLowRunEnd + 1;
-constexpr uint32_t kMidRunBegin = 0x7F;
-constexpr uint32_t kMidRunEnd = 0xA0;
-constexpr uint32_t kMidRunCount = kMidRunEnd - kMidRunBegin + 1;
-constexpr uint32_t kSoftHyphen = 0xAD;
-constexpr uint32_t kShiftedCount = kLowRunCount + kMidRunCount + 1;
+// GPT-2's bytes_to_unicode: a byte that prints stands for itself; the other 68 (00..20, 7F..A0,
+// AD) take U+0100, U+0101, ... in byte order.
+constexpr uint32_t kFirstShifted = 0x100;
+constexpr uint32_t kByteCount = 256;
+constexpr uint32_t kShiftedCount = 68;
 
-bool is_printable(uint32_t b) {
+constexpr bool is_printable(uint32_t b) {
   return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
+
+// Each byte's character, and the byte of each shifted character U+0100 + n.
+struct Table {
+  uint32_t codepoint[kByteCount];
+  uint8_t shifted_byte[kShiftedCount];
+  constexpr Table() : codepoint(), shifted_byte() {
+    for (uint32_t b = 0, n = 0; b < kByteCount; ++b) {
+      codepoint[b] = is_printable(b) ? b : kFirstShifted + n;
+      if (!is_printable(b)) shifted_byte[n++] = static_cast<uint8_t>(b);
+    }
+  }
+};
+constexpr Table kTable;
 
 }  // namespace
 
 uint32_t byte_to_codepoint(uint8_t byte) {
-  if (is_printable(byte)) return byte;
-  if (byte <= kLowRunEnd) return kFirstShifted + byte;
-  if (byte <= kMidRunEnd) return kFirstShifted + kLowRunCount + (byte - kMidRunBegin);
-  return kFirstShifted + kLowRunCount + kMidRunCount;  // the soft hyphen, last
+  return kTable.codepoint[byte];
 }
 
 int codepoint_to_byte(uint32_t cp) {
   if (cp < kFirstShifted) return is_printable(cp) ? static_cast<int>(cp) : -1;
-  const uint32_t n = cp - kFirstShifted;
-  if (n >= kShiftedCount) return -1;
-  if (n < kLowRunCount) return static_cast<int>(n);
-  if (n < kLowRunCount + kMidRunCount) return static_cast<int>(kMidRunBegin + n - kLowRunCount);
-  return static_cast<int>(kSoftHyphen);
+  return cp - kFirstShifted < kShiftedCount ? kTable.shifted_byte[cp - kFirstShifted] : -1;
 }
 
 }  // namespace byte_level
