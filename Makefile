@@ -21,6 +21,11 @@ else
   TEST_STAGES := $(STAGES)
 endif
 
+# Stages with SIMD kernels (simd.h) are also tested as built with their scalar fallback only
+# (NN-scalar) and with the AVX2 path checked bit for bit against it (NN-avx2).
+SIMD_STAGES := $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/simd.h),$(s)))
+TEST_VARIANTS := $(foreach s,$(filter $(TEST_STAGES),$(SIMD_STAGES)),$(s)-scalar $(s)-avx2)
+
 COMMON_SRC := $(filter-out common/main.cpp,$(wildcard common/*.cpp))
 COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
 TEST_SRC := $(wildcard tests/*.cpp)
@@ -87,8 +92,8 @@ run: deps build/$(SEL)/engine
 	@echo "stage $(SEL), model $(MODEL)" >&2
 	build/$(SEL)/engine -m "$(MODEL)" -p "$(PROMPT)" -n $(N)
 
-test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine)
-	@bash tests/run_all.sh $(TEST_STAGES)
+test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine) $(TEST_VARIANTS:%=build/%/tests)
+	@bash tests/run_all.sh $(TEST_STAGES) $(TEST_VARIANTS)
 
 diff:
 	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make diff FROM=03 TO=04" >&2; exit 2; }
@@ -157,3 +162,21 @@ build/membench: tools/membench.cpp build/common/timing.o
 membench: build/membench
 	$(PYTHON) tools/bench.py --membench
 .PHONY: membench
+
+# Stages with simd.h (08 on): the same suite against the scalar fallback (-DENGINE_NO_SIMD), and
+# with every SIMD result checked bit for bit against it (-DENGINE_CHECK_AGAINST_SCALAR; "avx2"
+# also forces the AVX2 path on an AVX-512 machine). build/NN_name-VARIANT/tests.
+define SIMD_VARIANT_RULES
+OBJ_$(1)-$(2) := $$(patsubst stages/$(1)/%.cpp,build/$(1)-$(2)/%.o,$$(wildcard stages/$(1)/*.cpp))
+build/$(1)-$(2)/%.o: stages/$(1)/%.cpp
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(3) -Istages/$(1) -c $$< -o $$@
+build/$(1)-$(2)/tests: $$(OBJ_$(1)-$(2)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+endef
+$(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),scalar,-DENGINE_NO_SIMD)))
+$(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),check,-DENGINE_CHECK_AGAINST_SCALAR)))
+$(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),avx2,-mno-avx512f -DENGINE_CHECK_AGAINST_SCALAR)))
+test-simd: $(foreach s,$(SIMD_STAGES),build/$(s)-scalar/tests build/$(s)-check/tests build/$(s)-avx2/tests)
+	@for t in $^; do ./$$t >/dev/null 2>&1 && echo "$$t: passed" || { echo "$$t: FAILED"; exit 1; }; done
+.PHONY: test-simd

@@ -57,9 +57,10 @@ void attention(float* out, const float* q, const float* keys, const float* value
 /// gate (n,) = silu(gate) * up, SwiGLU's elementwise part.
 void swiglu(float* gate, const float* up, int n);
 
-/// How far this stage's logits may lie from the fp64 reference, relative to max(1, max |logit|).
-/// fp32 stages: 1e-4 (their rounding is ~1e-6). A stage that quantizes activations says more.
-double logit_tolerance();
+/// How far this stage's logits for model may lie from the fp64 reference, relative to
+/// max(1, max |logit|). fp32 arithmetic: 1e-4 (its rounding is ~1e-6). A stage that quantizes
+/// activations for some weight types says more for models that have them.
+double logit_tolerance(const Model& model);
 
 /// Picks the next token from logits (n_vocab, may be modified) by the contract in sampler.h.
 /// candidates is scratch, reused between calls.

@@ -11,8 +11,8 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -111,7 +111,8 @@ std::unique_ptr<Engine> make_engine(const Model& model, int n_ctx) {
 // a larger one.
 
 /// Largest |logits - ref| over a row, and the allowed bound for that row.
-void check_logits(const float* logits, const float* ref, int n_vocab, const std::string& what) {
+void check_logits(const float* logits, const float* ref, int n_vocab, double tolerance,
+                  const std::string& what) {
   double max_diff = 0.0;
   double max_ref = 1.0;
   int worst = 0;
@@ -126,9 +127,9 @@ void check_logits(const float* logits, const float* ref, int n_vocab, const std:
     max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
   }
   INFO(what << ": max |diff| " << max_diff << " at token " << worst << " (engine " << logits[worst]
-            << ", reference " << ref[worst] << "), bound " << logit_tolerance() * max_ref);
+            << ", reference " << ref[worst] << "), bound " << tolerance * max_ref);
   CHECK(finite);
-  CHECK(max_diff <= logit_tolerance() * max_ref);
+  CHECK(max_diff <= tolerance * max_ref);
 }
 
 /// max(1, max |logit|): the scale the tolerances are relative to.
@@ -170,6 +171,7 @@ TEST_CASE("engine: golden logits and greedy tokens from the PyTorch reference", 
     REQUIRE(n_vocab == golden.n_vocab);
     const int n_prompt = static_cast<int>(golden.prompt.size());
     const int n_greedy = static_cast<int>(golden.greedy.size());
+    const double tolerance = logit_tolerance(*loaded.model);
 
     // The prompt one token at a time, logits compared at every position.
     auto engine = make_engine(*loaded.model, n_prompt + n_greedy);
@@ -178,7 +180,7 @@ TEST_CASE("engine: golden logits and greedy tokens from the PyTorch reference", 
       logits = engine->forward(&golden.prompt[pos], 1, pos);
       if (pos < golden.positions) {
         check_logits(logits, golden.logits.data() + static_cast<size_t>(pos) * n_vocab, n_vocab,
-                     "position " + std::to_string(pos));
+                     tolerance, "position " + std::to_string(pos));
       }
     }
     // Greedy continuation: argmax, feed it back. Each choice must be the reference's wherever the
@@ -186,7 +188,7 @@ TEST_CASE("engine: golden logits and greedy tokens from the PyTorch reference", 
     // bound of every logit, has the same argmax). For fp32 stages that is every step.
     for (int i = 0; i < n_greedy; ++i) {
       const int next = greedy_token(logits, n_vocab);
-      if (top_two_margin(logits, n_vocab) <= 2.0 * logit_tolerance() * max_abs(logits, n_vocab)) {
+      if (top_two_margin(logits, n_vocab) <= 2.0 * tolerance * max_abs(logits, n_vocab)) {
         WARN(golden.name << ": greedy step " << i << " is within this stage's error bound; "
                          << "not compared further");
         break;
@@ -201,7 +203,7 @@ TEST_CASE("engine: golden logits and greedy tokens from the PyTorch reference", 
     auto batched = make_engine(*loaded.model, n_prompt);
     logits = batched->forward(golden.prompt.data(), golden.positions, 0);
     check_logits(logits, golden.logits.data() + static_cast<size_t>(golden.positions - 1) * n_vocab,
-                 n_vocab, "one call of " + std::to_string(golden.positions) + " tokens");
+                 n_vocab, tolerance, "one call of " + std::to_string(golden.positions) + " tokens");
   }
 }
 

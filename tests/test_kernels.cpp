@@ -88,17 +88,13 @@ TestWeight make_weight(GGMLType type, int64_t rows, int64_t cols, uint64_t seed)
 // any indexing or dequantization error (which would be O(1) of the magnitude).
 constexpr double kLinearTolerance = 1e-6;
 
-/// linear(w) on n_tokens random rows against a double matmul over dequantize_row's weights.
-void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
-  INFO(w.name << " rows " << w.rows << " cols " << w.cols << " n_tokens " << n_tokens);
+/// Largest |y - x @ W^T| / tolerance over n_tokens rows of x, against a double matmul over
+/// dequantize_row's weights; counts the outputs beyond their tolerance in n_bad (NaN included).
+double linear_error(const Weight& w, const float* x, const float* y, int n_tokens, int64_t& n_bad) {
   const int64_t K = w.cols;
   const int64_t N = w.rows;
-  const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens * K), 7 + N + K);
-  std::vector<float> y(static_cast<size_t>(n_tokens * N), std::nanf(""));
-  linear(w, x.data(), y.data(), n_tokens, scratch);
-
   std::vector<float> row(K);
-  int64_t n_bad = 0;
+  n_bad = 0;
   double worst_ratio = 0.0;  // |error| / tolerance, worst over all outputs
   for (int64_t j = 0; j < N; ++j) {
     dequantize_row(w.type, w.row(j), row.data(), K);
@@ -117,7 +113,33 @@ void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
       worst_ratio = std::fmax(worst_ratio, error / tolerance);
     }
   }
+  return worst_ratio;
+}
+
+/// linear(w) on n_tokens random rows against a double matmul over dequantize_row's weights. For
+/// Q4_0 and Q8_0 weights a stage may first round x to Q8_0 (llama.cpp's integer dot products,
+/// stage 08 on): then the whole call must match the product with that rounded x instead.
+void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
+  INFO(w.name << " rows " << w.rows << " cols " << w.cols << " n_tokens " << n_tokens);
+  const int64_t K = w.cols;
+  const int64_t N = w.rows;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens * K), 7 + N + K);
+  std::vector<float> y(static_cast<size_t>(n_tokens * N), std::nanf(""));
+  linear(w, x.data(), y.data(), n_tokens, scratch);
+
+  int64_t n_bad = 0;
+  const double worst_ratio = linear_error(w, x.data(), y.data(), n_tokens, n_bad);
   INFO("worst |error| / tolerance = " << worst_ratio);
+  if (n_bad > 0 && (w.type == GGMLType::Q4_0 || w.type == GGMLType::Q8_0)) {
+    std::vector<BlockQ8_0> blocks(x.size() / kQK8_0);
+    quantize_row_q8_0(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+    std::vector<float> x_q8(x.size());
+    dequantize_row(GGMLType::Q8_0, blocks.data(), x_q8.data(), static_cast<int64_t>(x.size()));
+    const double worst_q8 = linear_error(w, x_q8.data(), y.data(), n_tokens, n_bad);
+    INFO("with x rounded to Q8_0: worst |error| / tolerance = " << worst_q8);
+    CHECK(n_bad == 0);
+    return;
+  }
   CHECK(n_bad == 0);
 }
 
