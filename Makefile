@@ -114,17 +114,26 @@ clean:
 print-flags:
 	@echo "$(CXXFLAGS)"
 
-# Benchmarks (not tests): make bench [ONLY="01 05"] [MODEL=file.gguf] [THREADS=2] [RUNS=3]
+# Benchmarks (not tests): make bench [STAGE=03x | ONLY="01 05"] [MODEL=file.gguf] [THREADS=2] [RUNS=3]
 BENCH_MODEL ?= build/models/bench-small-q4_0.gguf
 THREADS ?= $(shell nproc)
 RUNS ?= 3
 PROMPT_TOKENS ?= 64
 GEN_TOKENS ?= 32
-BENCH_STAGES = $(if $(ONLY),$(foreach s,$(ONLY),$(firstword $(filter $(s)%,$(STAGES)))),$(STAGES))
+# STAGE=xx (e.g. a learner's 03x) benches stage 01 and that stage; ONLY="..." any list; the
+# default, every stage, also rewrites the README's stage map.
+ifneq ($(ONLY),)
+  BENCH_STAGES = $(foreach s,$(ONLY),$(firstword $(filter $(s)%,$(STAGES))))
+else ifeq ($(origin STAGE),command line)
+  BENCH_STAGES = $(firstword $(STAGES)) $(SEL)
+else
+  BENCH_STAGES = $(STAGES)
+  BENCH_README = --readme
+endif
 bench: deps $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
 	@test -f "$(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL))" || $(PYTHON) tools/make_models.py --preset bench-small --out build/models
 	$(PYTHON) tools/bench.py --stages $(BENCH_STAGES) --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) \
-	  --threads $(THREADS) --runs $(RUNS) --prompt-tokens $(PROMPT_TOKENS) --gen-tokens $(GEN_TOKENS)
+	  --threads $(THREADS) --runs $(RUNS) --prompt-tokens $(PROMPT_TOKENS) --gen-tokens $(GEN_TOKENS) $(BENCH_README)
 
 # API docs (Doxygen): common/ and the final stage, zero warnings allowed.
 docs:
