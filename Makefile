@@ -31,12 +31,13 @@ COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
 TEST_SRC := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)
 
+# The default model: tiny-kjv, trained by the project on the King James Bible (data/README.md).
+DEFAULT_MODEL := data/models/tiny-kjv-q4_0.gguf
 MODEL ?= $(DEFAULT_MODEL)
-DEFAULT_MODEL := $(firstword $(wildcard data/models/default.gguf) data/models/tiny-llama-f32.gguf)
-PROMPT ?= Once upon a time
+PROMPT ?= And it came to pass
 N ?= 64
 
-.PHONY: all run test bench docs diff clean deps models golden model-7b help
+.PHONY: all run test bench docs diff clean deps models golden model-7b help train-tiny
 all: $(foreach s,$(STAGES),build/$(s)/engine)
 
 help:
@@ -88,7 +89,6 @@ $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 -include $(wildcard build/*/*.d)
 
 run: deps build/$(SEL)/engine
-	@test -f "$(MODEL)" || $(MAKE) --no-print-directory models
 	@echo "stage $(SEL), model $(MODEL)" >&2
 	build/$(SEL)/engine -m "$(MODEL)" -p "$(PROMPT)" -n $(N)
 
@@ -104,6 +104,11 @@ models:
 
 golden: models
 	$(PYTHON) tools/reference.py --models data/models --out data/golden
+
+# Retrain the default model (~30 min on 2 cores; needs bible-kjv-text and python3-torch).
+train-tiny: build/01_naive/engine
+	@bash tools/deps.sh bible-kjv-text python3-torch
+	$(PYTHON) tools/train_tiny.py --out data/models --engine build/01_naive/engine
 
 model-7b:
 	$(PYTHON) tools/make_models.py --preset deepseek-7b --out build/models

@@ -73,6 +73,9 @@ size=$(stat -c %s "$work/logits.f32" 2>/dev/null || echo 0)
 [ -n "$n_vocab" ] && [ "$size" -eq $((n_vocab * 4)) ] && ok || bad "dump-logits: $size bytes for n_vocab=$n_vocab"
 expect_ok tokenize -m "$model" -p "the cat" --tokenize
 grep -Eq '^[0-9]+( [0-9]+)*$' "$work/out" && ok || bad "tokenize output: $(head -c 200 "$work/out")"
+# The project's trained model (data/README.md) speaks KJV English, greedily the same in every stage.
+expect_ok kjv-greedy -m data/models/tiny-kjv-f32.gguf -p "And it came to pass" -n 12 --temp 0
+grep -q '^And it came to pass, when the LORD' "$work/out" && ok || bad "kjv greedy: $(head -c 200 "$work/out")"
 vocab=../shared/vocab/ggml-vocab-deepseek-llm.gguf
 if [ -f "$vocab" ]; then
   expect_ok tokenize-real-vocab -m "$vocab" -p "Hello world" --tokenize
