@@ -146,6 +146,7 @@ def chart(results, stages, key, png):
     script = f"""set terminal pngcairo size 900,420 noenhanced font ',10'
 set output '{png}'
 set title 'tokens/s per stage ({key}), log scale'
+set key left top
 set style data histograms
 set style histogram cluster gap 1
 set style fill solid 0.8 border -1
