@@ -250,6 +250,33 @@ def bench_membench(out):
         fh.write(replace_block(text, "membench", block))
 
 
+def llama_cpp_line(model, threads, results, stages, bytes_per_token, out):
+    """For the 7B-/1B-shaped files: the last stage against llama.cpp's figures measured on this
+    machine kind (../shared/reference/llama.cpp-bench.md) and against the membench roofline."""
+    ref = os.path.join(ROOT, "..", "shared", "reference", "llama.cpp-bench.md")
+    name = os.path.basename(model)
+    size = "7B" if "deepseek-7b" in name else "1B" if "deepseek-1b" in name else None
+    if size is None or not os.path.exists(ref):
+        return ""
+    m = re.search(rf"^\| {size} Q4_0 \| {threads} \| ([0-9.]+) [^|]*\| ([0-9.]+) ", open(ref).read(), re.M)
+    if not m:
+        return ""
+    pp, tg = float(m.group(1)), float(m.group(2))
+    r = results[stages[-1]]
+    line = (f"Against llama.cpp on this machine kind ({size} Q4_0, {threads} thread(s), "
+            f"`../shared/reference/llama.cpp-bench.md`: pp512 {pp}, tg128 {tg} tok/s; its file "
+            f"keeps every 2-D tensor in Q4_0, as `{name}` does): {stages[-1]} prefills at "
+            f"{r['prefill_tok_s'] / pp:.2f}x and decodes at {r['decode_tok_s'] / tg:.2f}x llama.cpp's rate")
+    text = open(out).read() if os.path.exists(out) else ""
+    bw = re.search(rf"^\| {threads} \| ([0-9.]+) \|", text, re.M)
+    if bw:
+        gbs = r["decode_tok_s"] * bytes_per_token / GB
+        line += (f"; decode moves {gbs:.1f} GB/s of weights, {gbs / float(bw.group(1)) * 100:.0f}% of "
+                 f"the {float(bw.group(1)):.1f} GB/s read bandwidth `make membench` measured "
+                 f"(roofline {float(bw.group(1)) * GB / bytes_per_token:.2f} tok/s)")
+    return line + ".\n"
+
+
 def stage_idea(stage):
     """The stage page's one-line `**Idea:** ...`."""
     page = os.path.join(ROOT, "docs", "stages", stage + ".md")
@@ -335,6 +362,7 @@ def main():
         f"weights read per decoded token: {bytes_per_token / 2**20:.1f} MiB",
         f"- engine command (per stage): `{results[args.stages[0]]['cmd']}`", "",
         table(results, args.stages, bytes_per_token),
+        llama_cpp_line(model, args.threads, results, args.stages, bytes_per_token, args.out),
         f"![tokens/s per stage]({os.path.basename(png)})\n" if have_chart else ""])
     text = open(args.out).read() if os.path.exists(args.out) else (
         "# Benchmarks\n\nEvery table here is written by `tools/bench.py` (`make bench`); "
