@@ -135,6 +135,7 @@ int run(int argc, char** argv) {
     stats = session.generate(prompt_tokens(tokenizer, o.prompt), o.n_predict, print_text);
     std::fputs("\n", stdout);
   }
+  std::fflush(stdout);  // the text ends before the stats line on a shared terminal
   report_stop(stats, engine->context_length());
   print_stats(load_ms, stats, engine->threads());
   return 0;
