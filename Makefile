@@ -194,3 +194,13 @@ $(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),avx2,-mno-avx51
 test-simd: $(foreach s,$(SIMD_STAGES),build/$(s)-scalar/tests build/$(s)-check/tests build/$(s)-avx2/tests)
 	@for t in $^; do ./$$t >/dev/null 2>&1 && echo "$$t: passed" || { echo "$$t: FAILED"; exit 1; }; done
 .PHONY: test-simd
+
+# linear() alone, one thread, per stage (4096 x 4096, Q4_0 and F32, 1 and 16 tokens).
+bench-kernels: $(foreach s,$(STAGES),build/$(s)/bench_kernels)
+	$(PYTHON) tools/bench.py --kernels --stages $(STAGES)
+.PHONY: bench-kernels
+
+# Stage 03's tile width, measured per width (writes the table of docs/stages/03_blocking.md).
+tune-panel: build/common/timing.o
+	bash tools/tune_panel.sh
+.PHONY: tune-panel
