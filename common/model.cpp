@@ -224,3 +224,12 @@ void Model::embed(int token, float* out) const {
         " is out of range (vocabulary of ", config_.n_vocab, ")");
   dequantize_row(token_embd_.type, token_embd_.row(token), out, config_.n_embd);
 }
+
+void check_weight(const Weight& w) {
+  check(type_supported(w.type), w.name, ": weight type ", ggml_type_name(w.type),
+        " is not supported");
+  check(w.rows > 0 && w.cols > 0 && w.cols % type_block_size(w.type) == 0, w.name, ": shape (",
+        w.rows, ", ", w.cols, ") does not hold whole ", ggml_type_name(w.type), " blocks");
+  check(w.row_bytes == type_row_bytes(w.type, w.cols), w.name, ": row of ", w.row_bytes,
+        " bytes, expected ", type_row_bytes(w.type, w.cols));
+}

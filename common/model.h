@@ -1,7 +1,8 @@
 // model.h: the model's configuration and its weights, read from a GGUF file and validated.
 //
 // Supported: DeepSeek's dense families.
-//   llama: deepseek-llm-7b base/chat, deepseek-coder (linear rope scaling), DeepSeek-R1-Distill-Llama
+//   llama: deepseek-llm-7b base/chat, deepseek-coder (linear rope scaling),
+//   DeepSeek-R1-Distill-Llama
 //          (GQA, llama3 rope frequency factors in rope_freqs.weight). RoPE on adjacent pairs.
 //   qwen2: DeepSeek-R1-Distill-Qwen (GQA, q/k/v biases). RoPE pairs element i with i + head_dim/2.
 // Any other general.architecture is refused by name.
@@ -21,9 +22,9 @@ enum class RopeStyle { AdjacentPairs, HalfSplit };
 /// Everything the forward pass needs to know about rotary embeddings.
 struct RopeParams {
   RopeStyle style = RopeStyle::AdjacentPairs;
-  int n_rot = 0;              ///< rotated dimensions per head (= head_dim here)
-  float freq_base = 10000.0f; ///< theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i
-  float freq_scale = 1.0f;    ///< 1 / linear scaling factor (deepseek-coder: 1/4)
+  int n_rot = 0;               ///< rotated dimensions per head (= head_dim here)
+  float freq_base = 10000.0f;  ///< theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i
+  float freq_scale = 1.0f;     ///< 1 / linear scaling factor (deepseek-coder: 1/4)
   const float* freq_factors = nullptr;  ///< n_rot/2 llama3 factors (rope_freqs.weight) or nullptr
 };
 
@@ -31,7 +32,7 @@ struct ModelConfig {
   Arch arch = Arch::Llama;
   std::string arch_name;  ///< general.architecture
   int n_vocab = 0;
-  int n_embd = 0;     ///< model width
+  int n_embd = 0;  ///< model width
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;  ///< < n_head for grouped-query attention
@@ -57,14 +58,19 @@ struct Weight {
   const void* row(int64_t r) const { return static_cast<const char*>(data) + r * row_bytes; }
 };
 
+/// Throws Error (naming the weight) unless w can go to a kernel: a supported type, a positive
+/// shape of whole blocks, and row_bytes matching them. Model's weights always pass; the kernels
+/// check anyway, since tests and tools build Weights by hand.
+void check_weight(const Weight& w);
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  ///< (n_embd,)
-  Weight wq, wk, wv, wo;             ///< (n_head*hd, n_embd), (kv_dim, n_embd) x2, (n_embd, n_head*hd)
-  const float* bq = nullptr;         ///< qwen2 biases, nullptr for llama
+  Weight wq, wk, wv, wo;      ///< (n_head*hd, n_embd), (kv_dim, n_embd) x2, (n_embd, n_head*hd)
+  const float* bq = nullptr;  ///< qwen2 biases, nullptr for llama
   const float* bk = nullptr;
   const float* bv = nullptr;
-  const float* ffn_norm = nullptr;   ///< (n_embd,)
-  Weight w_gate, w_up, w_down;       ///< (n_ff, n_embd) x2, (n_embd, n_ff)
+  const float* ffn_norm = nullptr;  ///< (n_embd,)
+  Weight w_gate, w_up, w_down;      ///< (n_ff, n_embd) x2, (n_embd, n_ff)
 };
 
 /// A loaded model: the mapped file, its config and every weight, all shapes checked.

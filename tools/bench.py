@@ -88,7 +88,7 @@ def weight_bytes_per_token(model):
     embd = r.tensors["token_embd.weight"]
     if "output.weight" in r.tensors:
         total -= embd.nbytes - embd.nbytes // embd.ne[1]
-    return total, r
+    return total
 
 
 def machine_lines():
@@ -235,7 +235,7 @@ def bench_membench(out):
     rows = [dict(kv.split("=") for kv in line.split()) for line in r.stdout.splitlines()]
     models = []
     for path in sorted(glob.glob(os.path.join(ROOT, "build", "models", "*.gguf"))):
-        models.append((os.path.basename(path), weight_bytes_per_token(path)[0]))
+        models.append((os.path.basename(path), weight_bytes_per_token(path)))
     head = "| threads | read GB/s | " + " | ".join(f"roofline tok/s, {m}" for m, _ in models) + " |\n"
     head += "|---|---|" + "---|" * len(models) + "\n"
     body = "".join(f"| {row['threads']} | {float(row['read_gb_s']):.1f} | " + " | ".join(
@@ -370,7 +370,7 @@ def main():
         ap.error("--model and --stages are required")
 
     model = os.path.abspath(args.model)
-    bytes_per_token, _ = weight_bytes_per_token(model)
+    bytes_per_token = weight_bytes_per_token(model)
     prompt = make_prompt(args.stages[0], model, args.prompt_tokens)
     prompt_file = os.path.join(ROOT, "build", "bench-prompt.txt")
     with open(prompt_file, "w") as f:

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "error.h"
 #include "quant.h"
 
 size_t dequantize_transposed_floats(const Weight& w) {
@@ -19,12 +18,7 @@ size_t dequantize_transposed_floats(const Weight& w) {
 }
 
 const float* dequantize_transposed(const Weight& w, std::vector<float>& scratch) {
-  check(type_supported(w.type), w.name, ": weight type ", ggml_type_name(w.type),
-        " is not supported");
-  check(w.rows > 0 && w.cols > 0 && w.cols % type_block_size(w.type) == 0, w.name, ": shape (",
-        w.rows, ", ", w.cols, ") does not hold whole ", ggml_type_name(w.type), " blocks");
-  check(w.row_bytes == type_row_bytes(w.type, w.cols), w.name, ": row of ", w.row_bytes,
-        " bytes, expected ", type_row_bytes(w.type, w.cols));
+  check_weight(w);
 
   const size_t needed = dequantize_transposed_floats(w);
   if (scratch.size() < needed) scratch.resize(needed);

@@ -125,12 +125,7 @@ float dot_row(const Weight& w, int64_t r, const float* x, const float* fp16) {
 
 void linear(const Weight& w, const float* x, float* y, int n_tokens,
             MatmulScratch& /*scratch: stage 05 needs none*/) {
-  check(type_supported(w.type), w.name, ": weight type ", ggml_type_name(w.type),
-        " is not supported");
-  check(w.rows > 0 && w.cols > 0 && w.cols % type_block_size(w.type) == 0, w.name, ": shape (",
-        w.rows, ", ", w.cols, ") does not hold whole ", ggml_type_name(w.type), " blocks");
-  check(w.row_bytes == type_row_bytes(w.type, w.cols), w.name, ": row of ", w.row_bytes,
-        " bytes, expected ", type_row_bytes(w.type, w.cols));
+  check_weight(w);
   const float* fp16 = fp16_table().value;
   // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d): threads take contiguous shares of the rows, so
   // each streams its own part of W once and reuses it for every token.

@@ -220,12 +220,7 @@ void check_against_scalar(const Weight& w, const float* x, const BlockQ8_0* xq, 
 }  // namespace
 
 void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScratch& scratch) {
-  check(type_supported(w.type), w.name, ": weight type ", ggml_type_name(w.type),
-        " is not supported");
-  check(w.rows > 0 && w.cols > 0 && w.cols % type_block_size(w.type) == 0, w.name, ": shape (",
-        w.rows, ", ", w.cols, ") does not hold whole ", ggml_type_name(w.type), " blocks");
-  check(w.row_bytes == type_row_bytes(w.type, w.cols), w.name, ": row of ", w.row_bytes,
-        " bytes, expected ", type_row_bytes(w.type, w.cols));
+  check_weight(w);
   const float* fp16 = fp16_table().value;
   // Stage 08: x is quantized once, before the threads start, and shared by all of them.
   const BlockQ8_0* xq =
@@ -253,13 +248,10 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
 double logit_tolerance(const Model& model) {
   constexpr double kFp32 = 1e-4;
   constexpr double kQ8Activations = 0.05;
-  auto quantizes_x = [](const Weight& w) {
-    return w.type == GGMLType::Q4_0 || w.type == GGMLType::Q8_0;
-  };
-  bool any = quantizes_x(model.output());
+  bool any = quantizes_activations(model.output().type);
   for (const LayerWeights& l : model.layers()) {
     for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      any = any || quantizes_x(*w);
+      any = any || quantizes_activations(w->type);
   }
   return any ? kQ8Activations : kFp32;
 }
