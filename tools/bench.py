@@ -86,9 +86,9 @@ def bench_stage(stage, model, prompt_file, args):
     median = {k: statistics.median(s[k] for s in samples["pp"]) for k in samples["pp"][0]}
     median["decode_tok_s"] = statistics.median(s["decode_tok_s"] for s in samples["tg"])
     median["peak_rss_mb"] = max(s["peak_rss_mb"] for s in samples["pp"] + samples["tg"])
-    median["cmd"] = " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in pp)
-    median["cmd"] += "` (prefill), `" + " ".join(
-        os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in tg) + "` (decode)"
+    shown = [" ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
+             for cmd in (pp, tg)]
+    median["cmd"] = f"`{shown[0]}` (prefill), `{shown[1]}` (decode)"
     return median
 
 
@@ -411,7 +411,7 @@ def main():
         *machine_lines(),
         f"- model: `{os.path.relpath(model, ROOT)}`, {os.path.getsize(model) / 2**20:.1f} MiB; "
         f"weights read per decoded token: {bytes_per_token / 2**20:.1f} MiB",
-        f"- engine command (per stage): `{results[args.stages[0]]['cmd']}`", "",
+        f"- engine commands (per stage): {results[args.stages[0]]['cmd']}", "",
         table(results, args.stages, bytes_per_token),
         llama_cpp_line(model, args.threads, results, args.stages, bytes_per_token, args.out),
         f"![tokens/s per stage]({os.path.basename(png)})\n" if have_chart else ""])
