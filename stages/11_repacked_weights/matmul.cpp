@@ -213,8 +213,8 @@ const simd::XBlock* quantize_activations(const float* x, int n_tokens, int64_t n
                                          MatmulScratch& scratch) {
   const size_t n_blocks = static_cast<size_t>(n_tokens) * (n / kQK8_0);
   scratch.x_quantized.resize(n_blocks * (sizeof(BlockQ8_0) + sizeof(simd::XBlock)));
-  auto* q8 = reinterpret_cast<BlockQ8_0*>(scratch.x_quantized.data());
-  auto* xq = reinterpret_cast<simd::XBlock*>(q8 + n_blocks);
+  auto* xq = reinterpret_cast<simd::XBlock*>(scratch.x_quantized.data());  // 4-byte fields first
+  auto* q8 = reinterpret_cast<BlockQ8_0*>(xq + n_blocks);
   quantize_row_q8_0(x, q8, n_tokens * n);
   for (size_t b = 0; b < n_blocks; ++b) {
     xq[b].d = fp16_to_fp32(q8[b].d);
