@@ -81,7 +81,12 @@ build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
-build/$(1)/bench_kernels: $$(OBJ_$(1)) build/tools/bench_kernels.o $(COMMON_OBJ)
+# bench_kernels is compiled per stage: from stage 11 on it times linear() on weights packed as
+# the engine packs them at load (matmul.h defines ENGINE_PACKS_WEIGHTS).
+build/$(1)/bench_kernels.o: tools/bench_kernels.cpp
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -Istages/$(1) -c $$< -o $$@
+build/$(1)/bench_kernels: $$(OBJ_$(1)) build/$(1)/bench_kernels.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))

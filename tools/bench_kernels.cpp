@@ -1,5 +1,5 @@
 // bench_kernels.cpp: times one stage's linear() and sample_token() in isolation (a benchmark, not a
-// test). Linked against each stage like the test suite: build/NN_name/bench_kernels.
+// test). Compiled and linked per stage, like the test suite: build/NN_name/bench_kernels.
 //
 //   bench_kernels matmul ROWS COLS TYPE TOKENS REPS   -> one line: ms, GFLOP/s, weight GB/s
 //   bench_kernels sampling VOCAB TOP_K TOP_P REPS     -> one line: microseconds per token
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "matmul.h"  // the stage's own: from stage 11, PackedWeight
 #include "error.h"
 #include "quant.h"
 #include "timing.h"
@@ -60,9 +61,15 @@ int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, i
   const std::vector<float> x = random_floats(static_cast<size_t>(tokens) * cols, 2, 1.0f);
   std::vector<float> y(static_cast<size_t>(tokens) * rows);
   MatmulScratch scratch;
+#ifdef ENGINE_PACKS_WEIGHTS
+  const PackedWeight packed = pack_weight(w);  // once, as the engine does at load
+  const PackedWeight& weight = packed;
+#else
+  const Weight& weight = w;
+#endif
 
   // Frozen reference first: the stage must agree with a double-precision product (row 0 .. 7).
-  linear(w, x.data(), y.data(), tokens, scratch);
+  linear(weight, x.data(), y.data(), tokens, scratch);
   std::vector<float> row(cols);
   for (int r = 0; r < std::min(rows, 8); ++r) {
     dequantize_row(type, w.row(r), row.data(), cols);
@@ -73,7 +80,7 @@ int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, i
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
     const double start = now_ms();
-    linear(w, x.data(), y.data(), tokens, scratch);
+    linear(weight, x.data(), y.data(), tokens, scratch);
     ms.push_back(now_ms() - start);
   }
   const double t = median(ms);

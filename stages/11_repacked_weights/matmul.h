@@ -9,6 +9,9 @@
 #include "aligned.h"
 #include "engine.h"
 
+/// For tools that time linear() as the engine calls it (tools/bench_kernels.cpp).
+#define ENGINE_PACKS_WEIGHTS 1
+
 /// A weight matrix ready for linear(): source describes it (and is what float types, and builds
 /// without SIMD, compute from); data holds Q4_0 and Q8_0 matrices in simd.h's packed layout.
 struct PackedWeight {
