@@ -140,7 +140,7 @@ else
   BENCH_STAGES = $(STAGES)
   BENCH_README = --readme
 endif
-bench: deps $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
+bench: deps build/membench $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
 	@test -f "$(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL))" || $(PYTHON) tools/make_models.py --preset bench-small --out build/models
 	$(PYTHON) tools/bench.py --stages $(BENCH_STAGES) --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) \
 	  --threads $(THREADS) --runs $(RUNS) --prompt-tokens $(PROMPT_TOKENS) --gen-tokens $(GEN_TOKENS) $(BENCH_README)

@@ -75,7 +75,7 @@ def bench_stage(stage, model, prompt_file, args):
     pp = base + ["-f", prompt_file, "-n", "1", "-c", str(args.prompt_tokens + 16)]
     tg = base + ["-p", PROMPT_WORDS.split()[0], "-n", str(args.gen_tokens),
                  "-c", str(args.gen_tokens + 16)]
-    samples = {"pp": [], "tg": []}
+    samples = {"pp": [], "tg": [], "bw": []}
     for i in range(args.runs + 1):
         for name, cmd in (("pp", pp), ("tg", tg)):
             out = run(cmd)
@@ -83,13 +83,30 @@ def bench_stage(stage, model, prompt_file, args):
                 sys.exit(f"bench: {' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
             if i > 0:  # run 0 is the warm-up (page cache, CPU frequency)
                 samples[name].append(parse_stats(out.stderr))
+        if i > 0:
+            samples["bw"].append(read_bandwidth(args.threads))
     median = {k: statistics.median(s[k] for s in samples["pp"]) for k in samples["pp"][0]}
     median["decode_tok_s"] = statistics.median(s["decode_tok_s"] for s in samples["tg"])
+    median["read_gb_s"] = statistics.median(samples["bw"])
     median["peak_rss_mb"] = max(s["peak_rss_mb"] for s in samples["pp"] + samples["tg"])
     shown = [" ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
              for cmd in (pp, tg)]
     median["cmd"] = f"`{shown[0]}` (prefill), `{shown[1]}` (decode)"
     return median
+
+
+MEMBENCH_ALONGSIDE = ["1", "3"]  # GiB, passes: a short membench after each decode run
+
+
+def read_bandwidth(threads):
+    """Read GB/s with `threads` threads, measured now (this VM's bandwidth drifts by ~10-20%
+    over minutes, so the decode runs are also set against a measurement taken between them)."""
+    out = run([os.path.join(ROOT, "build", "membench"), *MEMBENCH_ALONGSIDE],
+              env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+    found = re.findall(rf"^threads={threads} read_gb_s=([0-9.]+)", out.stdout, re.M)
+    if out.returncode != 0 or not found:
+        sys.exit(f"bench: build/membench failed: {out.stderr.strip()[-500:]}")
+    return float(found[-1])
 
 
 def weight_bytes_per_token(model):
@@ -285,7 +302,9 @@ def llama_cpp_line(model, threads, results, stages, bytes_per_token, out):
         gbs = r["decode_tok_s"] * bytes_per_token / GB
         line += (f"; decode moves {gbs:.1f} GB/s of weights, {gbs / float(bw.group(1)) * 100:.0f}% of "
                  f"the {float(bw.group(1)):.1f} GB/s read bandwidth `make membench` measured "
-                 f"(roofline {float(bw.group(1)) * GB / bytes_per_token:.2f} tok/s)")
+                 f"(roofline {float(bw.group(1)) * GB / bytes_per_token:.2f} tok/s), and "
+                 f"{gbs / r['read_gb_s'] * 100:.0f}% of the {r['read_gb_s']:.1f} GB/s measured "
+                 f"between its decode runs (`build/membench {' '.join(MEMBENCH_ALONGSIDE)}`, median)")
     return line + ".\n"
 
 
