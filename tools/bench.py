@@ -95,18 +95,22 @@ def bench_stage(stage, model, prompt_file, args):
     return median
 
 
-MEMBENCH_ALONGSIDE = ["1", "3"]  # GiB, passes: a short membench after each decode run
+MEMBENCH_ALONGSIDE = (1, 3)  # GiB, passes: a short membench after each decode run
+
+
+def membench(gib, passes, threads=None):
+    """build/membench's rows, {"threads": .., "read_gb_s": ..} for 1 .. threads (default: all)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None
+    r = run([os.path.join(ROOT, "build", "membench"), str(gib), str(passes)], env=env)
+    if r.returncode != 0:
+        sys.exit(f"bench: build/membench failed: {r.stderr.strip()[-500:]}")
+    return [dict(kv.split("=") for kv in line.split()) for line in r.stdout.splitlines()]
 
 
 def read_bandwidth(threads):
     """Read GB/s with `threads` threads, measured now (this VM's bandwidth drifts by ~10-20%
     over minutes, so the decode runs are also set against a measurement taken between them)."""
-    out = run([os.path.join(ROOT, "build", "membench"), *MEMBENCH_ALONGSIDE],
-              env={**os.environ, "OMP_NUM_THREADS": str(threads)})
-    found = re.findall(rf"^threads={threads} read_gb_s=([0-9.]+)", out.stdout, re.M)
-    if out.returncode != 0 or not found:
-        sys.exit(f"bench: build/membench failed: {out.stderr.strip()[-500:]}")
-    return float(found[-1])
+    return float(membench(*MEMBENCH_ALONGSIDE, threads=threads)[-1]["read_gb_s"])
 
 
 def weight_bytes_per_token(model):
@@ -258,10 +262,7 @@ def bench_tokenizer(stage, reps, out):
 
 def bench_membench(out):
     """Read bandwidth for 1..n threads (build/membench) and the decode rooflines it implies."""
-    r = run([os.path.join(ROOT, "build", "membench"), "2", "10"])
-    if r.returncode != 0:
-        sys.exit(f"bench: membench failed: {r.stderr.strip()}")
-    rows = [dict(kv.split("=") for kv in line.split()) for line in r.stdout.splitlines()]
+    rows = membench(2, 10)
     models = []
     for path in sorted(glob.glob(os.path.join(ROOT, "build", "models", "*.gguf"))):
         models.append((os.path.basename(path), weight_bytes_per_token(path)))
@@ -304,7 +305,7 @@ def llama_cpp_line(model, threads, results, stages, bytes_per_token, out):
                  f"the {float(bw.group(1)):.1f} GB/s read bandwidth `make membench` measured "
                  f"(roofline {float(bw.group(1)) * GB / bytes_per_token:.2f} tok/s), and "
                  f"{gbs / r['read_gb_s'] * 100:.0f}% of the {r['read_gb_s']:.1f} GB/s measured "
-                 f"between its decode runs (`build/membench {' '.join(MEMBENCH_ALONGSIDE)}`, median)")
+                 f"between its decode runs (`build/membench {MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}`, median)")
     return line + ".\n"
 
 

@@ -206,25 +206,19 @@ void dot_rows(const PackedWeight& p, int64_t r0, int64_t n_rows, const float* x,
 #endif
 }
 
-/// x (n_tokens, n) -> n_tokens rows of n / 32 XBlocks in scratch, by the reference quantizer
-/// (ggml's rounding, |q| <= 127, which the SIMD kernels rely on). O(n) against the matmul's
-/// O(rows x n): ~0.1% of a 4096 x 4096 call.
-const simd::XBlock* quantize_activations(const float* x, int n_tokens, int64_t n,
-                                         MatmulScratch& scratch) {
-  const size_t n_blocks = static_cast<size_t>(n_tokens) * (n / kQK8_0);
-  scratch.x_quantized.resize(n_blocks * (sizeof(BlockQ8_0) + sizeof(simd::XBlock)));
-  auto* xq = reinterpret_cast<simd::XBlock*>(scratch.x_quantized.data());  // 4-byte fields first
-  auto* q8 = reinterpret_cast<BlockQ8_0*>(xq + n_blocks);
-  quantize_row_q8_0(x, q8, n_tokens * n);
-  for (size_t b = 0; b < n_blocks; ++b) {
-    xq[b].d = fp16_to_fp32(q8[b].d);
+/// Blocks [begin, end) of x (n_tokens, n) as XBlocks, by the reference quantizer (ggml's
+/// rounding, |q| <= 127, which the SIMD kernels rely on). O(n) against the matmul's O(rows x n).
+void quantize_activations(const float* x, int64_t begin, int64_t end, simd::XBlock* xq) {
+  for (int64_t b = begin; b < end; ++b) {
+    BlockQ8_0 q8;
+    quantize_row_q8_0(x + b * kQK8_0, &q8, kQK8_0);
+    xq[b].d = fp16_to_fp32(q8.d);
     xq[b].sum = 0;
     for (int j = 0; j < kQK8_0; ++j) {
-      xq[b].qs[j] = q8[b].qs[j];
-      xq[b].sum += q8[b].qs[j];
+      xq[b].qs[j] = q8.qs[j];
+      xq[b].sum += q8.qs[j];
     }
   }
-  return xq;
 }
 
 /// Requires y (n_tokens, rows) to equal, bit for bit, the scalar kernels' result, for the weight
@@ -287,9 +281,11 @@ void linear(const PackedWeight& p, const float* x, float* y, int n_tokens, Matmu
   const Weight& w = p.source;
   check_weight(w);
   const float* fp16 = fp16_table().value;
-  // Stage 08: x is quantized once, before the threads start, and shared by all of them.
-  const simd::XBlock* xq =
-      quantizes_activations(w.type) ? quantize_activations(x, n_tokens, w.cols, scratch) : nullptr;
+  // Stage 08: x is quantized once per call and shared by all threads (n_x_blocks blocks).
+  const int64_t n_x_blocks = quantizes_activations(w.type) ? n_tokens * (w.cols / kQK8_0) : 0;
+  scratch.x_quantized.resize(n_x_blocks * sizeof(simd::XBlock));
+  auto* xq = n_x_blocks > 0 ? reinterpret_cast<simd::XBlock*>(scratch.x_quantized.data()) : nullptr;
+  quantize_activations(x, 0, n_x_blocks, xq);  // before the threads start
   // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d): each thread takes a contiguous share of the
   // rows (in whole tiles of simd::kTileRows), so it streams its own part of W once. Stage 10:
   // the share goes in chunks of ~kChunkBytes of weights, which stay in L2 (2 MB a core here)
