@@ -6,21 +6,21 @@
 #include "sampler.h"
 
 struct CliOptions {
-  std::string model_path;       ///< -m
-  std::string prompt;           ///< -p, or the contents of -f
+  std::string model_path;  ///< -m
+  std::string prompt;      ///< -p, or the contents of -f
   bool prompt_given = false;
-  int n_predict = 128;          ///< -n; -1 = until end of generation or context
-  int n_threads = 0;            ///< -t; 0 = physical cores
-  int n_ctx = 0;                ///< -c; 0 = min(model's training context, kDefaultContext)
+  int n_predict = 128;  ///< -n; -1 = until end of generation or context
+  int n_threads = 0;    ///< -t; 0 = physical cores
+  int n_ctx = 0;        ///< -c; 0 = min(model's training context, kDefaultContext)
   bool seed_given = false;
-  SamplerParams sampler;        ///< -s/--seed, --temp, --top-k, --top-p
-  bool tokenize_only = false;   ///< --tokenize
-  std::string dump_logits_path; ///< --dump-logits PATH
-  bool chat = false;            ///< --chat
-  std::string chat_template;    ///< --chat-template NAME
-  std::string system_prompt;    ///< --system TEXT
-  bool show_special = false;    ///< --special: print control tokens
-  bool help = false;            ///< -h/--help
+  SamplerParams sampler;         ///< -s/--seed, --temp, --top-k, --top-p
+  bool tokenize_only = false;    ///< --tokenize
+  std::string dump_logits_path;  ///< --dump-logits PATH
+  bool chat = false;             ///< --chat
+  std::string chat_template;     ///< --chat-template NAME
+  std::string system_prompt;     ///< --system TEXT
+  bool show_special = false;     ///< --special: print control tokens
+  bool help = false;             ///< -h/--help
 };
 
 /// Default KV cache length when -c is not given (capped by the model's training context).

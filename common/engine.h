@@ -19,7 +19,8 @@ class Engine {
  public:
   virtual ~Engine() = default;
   /// Runs n_tokens tokens at positions pos, pos+1, ... (pos = tokens already run), appending
-  /// them to the KV cache. Returns the logits (n_vocab) after the last one; valid until the next call.
+  /// them to the KV cache. Returns the logits (n_vocab) after the last one; valid until the next
+  /// call.
   virtual float* forward(const int* tokens, int n_tokens, int pos) = 0;
   /// KV cache positions.
   virtual int context_length() const = 0;

@@ -1,8 +1,8 @@
 // error.h: the one error type of the engine.
 //
 // Every boundary (file, metadata, tensor shapes, flags) validates its input and throws Error with a
-// message that names the file, key or tensor. main() catches it, prints one line on stderr and exits
-// non-zero. Checks are always on: they do not vanish under NDEBUG like assert().
+// message that names the file, key or tensor. main() catches it, prints one line on stderr and
+// exits non-zero. Checks are always on: they do not vanish under NDEBUG like assert().
 #pragma once
 
 #include <sstream>

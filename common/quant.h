@@ -25,8 +25,8 @@ struct BlockQ4_0 {
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block is 18 bytes");
 
 struct BlockQ8_0 {
-  uint16_t d;          ///< scale, IEEE fp16
-  int8_t qs[kQK8_0];   ///< signed 8-bit weights
+  uint16_t d;         ///< scale, IEEE fp16
+  int8_t qs[kQK8_0];  ///< signed 8-bit weights
 };
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block is 34 bytes");
 

@@ -16,14 +16,16 @@
 
 class Tokenizer {
  public:
-  /// Reads the vocabulary from file's tokenizer.ggml.* keys; throws Error when missing or malformed.
+  /// Reads the vocabulary from file's tokenizer.ggml.* keys; throws Error when missing or
+  /// malformed.
   explicit Tokenizer(const GGUFFile& file);
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   /// Token ids for text, without BOS. With parse_special, control tokens written in the text
-  /// (e.g. "<｜begin▁of▁sentence｜>") become their ids; without it they are tokenized as plain text.
+  /// (e.g. "<｜begin▁of▁sentence｜>") become their ids; without it they are tokenized as plain
+  /// text.
   std::vector<int> encode(const std::string& text, bool parse_special) const;
 
   /// The raw bytes a token stands for (may be part of a UTF-8 character). Control tokens give
@@ -33,9 +35,9 @@ class Tokenizer {
   std::string decode(const std::vector<int>& ids, bool with_special = false) const;
 
   int n_vocab() const;
-  int bos() const;    ///< -1 if none
-  int eos() const;    ///< -1 if none
-  int eot() const;    ///< end-of-turn (e.g. <|EOT|>), -1 if none
+  int bos() const;  ///< -1 if none
+  int eos() const;  ///< -1 if none
+  int eot() const;  ///< end-of-turn (e.g. <|EOT|>), -1 if none
   bool add_bos() const;
   bool is_control(int id) const;
   /// True for tokens that end generation (EOS, EOT).

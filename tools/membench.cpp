@@ -1,4 +1,5 @@
-// membench.cpp: the machine's read bandwidth, the ceiling of decode speed (a benchmark, not a test).
+// membench.cpp: the machine's read bandwidth, the ceiling of decode speed (a benchmark, not a
+// test).
 //
 // A decode step reads every weight once, so tok/s <= bandwidth / bytes of weights per token: the
 // "roofline" the later stages are measured against. Measured as llama.cpp's reference figures were:
@@ -38,8 +39,8 @@ int main(int argc, char** argv) {
       best_ms = std::min(best_ms, now_ms() - start);
       total += sum;  // keeps the sum alive
     }
-    std::printf("threads=%d read_gb_s=%.2f check=%.0f\n", threads, n * sizeof(float) / best_ms / 1e6,
-                total / passes);
+    std::printf("threads=%d read_gb_s=%.2f check=%.0f\n", threads,
+                n * sizeof(float) / best_ms / 1e6, total / passes);
   }
   return 0;
 }

@@ -17,7 +17,6 @@
 // order of the bytes does not change the sums, only how many instructions the SIMD ones need.
 #include "matmul.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
