@@ -83,11 +83,12 @@ build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 # bench_kernels is compiled per stage: from stage 11 on it times linear() on weights packed as
 # the engine packs them at load (matmul.h defines ENGINE_PACKS_WEIGHTS).
+# Its own read-and-sum (bench-stream) uses OpenMP in every stage; the stage's kernels do not.
 build/$(1)/bench_kernels.o: tools/bench_kernels.cpp
 	@mkdir -p $$(@D)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -Istages/$(1) -c $$< -o $$@
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -fopenmp -Istages/$(1) -c $$< -o $$@
 build/$(1)/bench_kernels: $$(OBJ_$(1)) build/$(1)/bench_kernels.o $(COMMON_OBJ)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -fopenmp $$^ -o $$@ $(LDLIBS)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 
@@ -204,6 +205,11 @@ test-simd: $(foreach s,$(SIMD_STAGES),build/$(s)-scalar/tests build/$(s)-check/t
 bench-kernels: $(foreach s,$(STAGES),build/$(s)/bench_kernels)
 	$(PYTHON) tools/bench.py --kernels --stages $(STAGES)
 .PHONY: bench-kernels
+
+# Decode's linear() over 1 GB of weights against a read-and-sum of the same moments (08 on).
+bench-stream: $(foreach s,$(SIMD_STAGES),build/$(s)/bench_kernels)
+	$(PYTHON) tools/bench.py --stream --stages $(SIMD_STAGES)
+.PHONY: bench-stream
 
 # Stage 03's tile width, measured per width (writes the table of docs/stages/03_blocking.md).
 tune-panel: build/common/timing.o

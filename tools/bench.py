@@ -95,7 +95,8 @@ def bench_stage(stage, model, prompt_file, args):
     return median
 
 
-MEMBENCH_ALONGSIDE = (1, 3)  # GiB, passes: a short membench after each decode run
+# GiB, passes: `make membench`'s own measurement, repeated after each decode run.
+MEMBENCH_ALONGSIDE = (2, 10)
 
 
 def membench(gib, passes, threads=None):
@@ -280,7 +281,7 @@ def bench_membench(out):
         fh.write(replace_block(text, "membench", block))
 
 
-def llama_cpp_line(model, threads, results, stages, bytes_per_token, out):
+def llama_cpp_line(model, threads, results, stages, bytes_per_token):
     """For the 7B-/1B-shaped files: the last stage against llama.cpp's figures measured on this
     machine kind (../shared/reference/llama.cpp-bench.md) and against the membench roofline."""
     ref = os.path.join(ROOT, "..", "shared", "reference", "llama.cpp-bench.md")
@@ -297,16 +298,22 @@ def llama_cpp_line(model, threads, results, stages, bytes_per_token, out):
             f"`../shared/reference/llama.cpp-bench.md`: pp512 {pp}, tg128 {tg} tok/s; its file "
             f"keeps every 2-D tensor in Q4_0, as `{name}` does): {stages[-1]} prefills at "
             f"{r['prefill_tok_s'] / pp:.2f}x and decodes at {r['decode_tok_s'] / tg:.2f}x llama.cpp's rate")
-    text = open(out).read() if os.path.exists(out) else ""
-    bw = re.search(rf"^\| {threads} \| ([0-9.]+) \|", text, re.M)
-    if bw:
-        gbs = r["decode_tok_s"] * bytes_per_token / GB
-        line += (f"; decode moves {gbs:.1f} GB/s of weights, {gbs / float(bw.group(1)) * 100:.0f}% of "
-                 f"the {float(bw.group(1)):.1f} GB/s read bandwidth `make membench` measured "
-                 f"(roofline {float(bw.group(1)) * GB / bytes_per_token:.2f} tok/s), and "
-                 f"{gbs / r['read_gb_s'] * 100:.0f}% of the {r['read_gb_s']:.1f} GB/s measured "
-                 f"between its decode runs (`build/membench {MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}`, median)")
+    gbs = r["decode_tok_s"] * bytes_per_token / GB
+    now = r["read_gb_s"]
+    line += (f"; decode moves {gbs:.1f} GB/s of weights, {gbs / now * 100:.0f}% of the {now:.1f} GB/s "
+             f"read bandwidth (roofline {now * GB / bytes_per_token:.2f} tok/s) that `make membench`'s "
+             f"measurement (`build/membench {MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}`) gave "
+             f"between its decode runs (median; the membench table was measured at another time)")
     return line + ".\n"
+
+
+def write_block(key, block, out, stages):
+    """The block into out, and into the stage pages that show it (those with its marker)."""
+    for path in [out] + [os.path.join(ROOT, "docs", "stages", s + ".md") for s in stages]:
+        if os.path.exists(path) and (path == out or MARK_BEGIN.format(key) in open(path).read()):
+            text = open(path).read()
+            with open(path, "w") as fh:
+                fh.write(replace_block(text, key, block))
 
 
 KERNEL_SHAPES = (("q4_0", 1, 9), ("q4_0", 16, 3), ("f32", 1, 9))  # type, tokens, reps
@@ -335,11 +342,42 @@ def bench_kernels(stages, out):
              f"4096 4096 TYPE TOKENS REPS`), median of REPS after a warm-up, checked against a "
              f"double-precision reference first. GB/s counts the weight bytes as stored.\n\n"
              + head + "\n".join(rows) + "\n")
-    for path in [out] + [os.path.join(ROOT, "docs", "stages", s + ".md") for s in stages]:
-        if os.path.exists(path) and (path == out or MARK_BEGIN.format("kernels") in open(path).read()):
-            text = open(path).read()
-            with open(path, "w") as fh:
-                fh.write(replace_block(text, "kernels", block))
+    write_block("kernels", block, out, stages)
+
+
+STREAM_SHAPE = ("11008", "4096", "40", "5")  # rows, cols, matrices (1 GB of Q4_0), reps
+
+
+def bench_stream(stages, out):
+    """Decode's matmuls alone against the read bandwidth of the same moments: linear() with one
+    token over 1 GB of Q4_0 matrices, each rep next to a read-and-sum of as many bytes."""
+    rows = []
+    threads = list(range(1, os.cpu_count() + 1))
+    for s in stages:
+        cells = []
+        for t in threads:
+            cmd = [os.path.join(ROOT, "build", s, "bench_kernels"), "stream", *STREAM_SHAPE]
+            r = run(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(t)))
+            if r.returncode != 0:
+                sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
+            reps = [dict(kv.split("=") for kv in line.split()[1:]) for line in r.stdout.splitlines()
+                    if line.startswith("stream read_gb_s=")]
+            read = statistics.median(float(f["read_gb_s"]) for f in reps)
+            lin = statistics.median(float(f["linear_gb_s"]) for f in reps)
+            ratio_ = statistics.median(float(f["ratio"]) for f in reps)
+            cells.append(f"{lin:.1f} / {read:.1f} GB/s = {ratio_ * 100:.0f}%")
+        rows.append(f"| {s} | " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    head = "| stage | " + " | ".join(f"{t} thread(s): linear / read" for t in threads) + " |\n"
+    head += "|---|" + "---|" * len(threads) + "\n"
+    block = (f"Generated by `make bench-stream` on {datetime.date.today()}: `linear()` with one token "
+             f"(decode's shape) over {STREAM_SHAPE[2]} Q4_0 matrices of {STREAM_SHAPE[0]} x "
+             f"{STREAM_SHAPE[1]} (1 GB, far more than the caches), each of {STREAM_SHAPE[3]} reps "
+             f"right after a read-and-sum over as many bytes (`build/<stage>/bench_kernels stream "
+             f"{' '.join(STREAM_SHAPE)}`); medians of the GB/s and of the per-rep ratio. Both halves "
+             f"of a rep see the same machine, so the ratio holds when the VM's bandwidth drifts.\n\n"
+             + head + "\n".join(rows) + "\n")
+    write_block("stream", block, out, stages)
 
 
 def stage_idea(stage):
@@ -380,6 +418,7 @@ def main():
     ap.add_argument("--tokenizer", action="store_true", help="time Tokenizer::encode")
     ap.add_argument("--membench", action="store_true", help="read bandwidth and rooflines")
     ap.add_argument("--kernels", action="store_true", help="time linear() alone per stage")
+    ap.add_argument("--stream", action="store_true", help="decode's linear() against read bandwidth")
     ap.add_argument("--stages", nargs="+", default=[])
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -394,6 +433,8 @@ def main():
         return bench_sampling(args.stages, (102400, 152064), max(args.runs, 50), args.out)
     if args.kernels:
         return bench_kernels(args.stages, args.out)
+    if args.stream:
+        return bench_stream(args.stages, args.out)
     if args.membench:
         return bench_membench(args.out)
     if args.tokenizer:
@@ -433,7 +474,7 @@ def main():
         f"weights read per decoded token: {bytes_per_token / 2**20:.1f} MiB",
         f"- engine commands (per stage): {results[args.stages[0]]['cmd']}", "",
         table(results, args.stages, bytes_per_token),
-        llama_cpp_line(model, args.threads, results, args.stages, bytes_per_token, args.out),
+        llama_cpp_line(model, args.threads, results, args.stages, bytes_per_token),
         f"![tokens/s per stage]({os.path.basename(png)})\n" if have_chart else ""])
     text = open(args.out).read() if os.path.exists(args.out) else (
         "# Benchmarks\n\nEvery table here is written by `tools/bench.py` (`make bench`); "

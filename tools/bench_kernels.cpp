@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "engine.h"
-#include "matmul.h"  // the stage's own: from stage 11, PackedWeight
 #include "error.h"
+#include "matmul.h"  // the stage's own: from stage 11, PackedWeight
 #include "quant.h"
 #include "timing.h"
 #include "tokenizer.h"
@@ -134,6 +134,69 @@ int bench_tokenize(const std::string& vocab_path, const std::string& text_path, 
   return 0;
 }
 
+/// Decode's memory traffic in isolation: linear() with one token over n_mats copies of a Q4_0
+/// matrix (together far larger than the caches), each rep next to a membench-style read-and-sum
+/// over as many bytes, so that the ratio is measured under the same (drifting) bandwidth.
+int bench_stream(int rows, int cols, int n_mats, int reps) {
+  const std::vector<float> w_f32 = random_floats(static_cast<size_t>(rows) * cols, 1, 0.05f);
+  Weight w;
+  w.name = "bench";
+  w.type = GGMLType::Q4_0;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = type_row_bytes(w.type, cols);
+  std::vector<unsigned char> storage(w.row_bytes * rows);
+  for (int r = 0; r < rows; ++r)
+    quantize_row_q4_0(w_f32.data() + static_cast<size_t>(r) * cols,
+                      reinterpret_cast<BlockQ4_0*>(storage.data() + r * w.row_bytes), cols);
+  w.data = storage.data();
+#ifdef ENGINE_PACKS_WEIGHTS
+  std::vector<PackedWeight> mats;
+  for (int i = 0; i < n_mats; ++i) mats.push_back(pack_weight(w));
+  const size_t bytes =
+      mats[0].data.empty() ? storage.size() * n_mats : mats[0].data.size() * n_mats;
+#else
+  std::vector<std::vector<unsigned char> > copies(n_mats, storage);
+  std::vector<Weight> mats(n_mats, w);
+  for (int i = 0; i < n_mats; ++i) mats[i].data = copies[i].data();
+  const size_t bytes = storage.size() * n_mats;
+#endif
+  const size_t n_floats = bytes / sizeof(float);
+  std::vector<float> buffer(n_floats);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n_floats; ++i) buffer[i] = 1.0f;
+  const std::vector<float> x = random_floats(cols, 2, 1.0f);
+  std::vector<float> y(rows);
+  MatmulScratch scratch;
+  std::vector<double> ratio;
+  double sum = 0;
+  for (int i = 0; i <= reps; ++i) {
+    double start = now_ms();
+    float s = 0.0f;
+    constexpr size_t kLanes = 16;  // independent sums: vector adds without reordering any sum
+#pragma omp parallel reduction(+ : s)
+    {
+      float acc[kLanes] = {};
+#pragma omp for schedule(static)
+      for (size_t k = 0; k < n_floats / kLanes; ++k) {
+        for (size_t j = 0; j < kLanes; ++j) acc[j] += buffer[k * kLanes + j];
+      }
+      for (float a : acc) s += a;
+    }
+    const double read_ms = now_ms() - start;
+    sum += s;
+    start = now_ms();
+    for (const auto& m : mats) linear(m, x.data(), y.data(), 1, scratch);
+    const double linear_ms = now_ms() - start;
+    if (i == 0) continue;  // warm-up
+    ratio.push_back(read_ms / linear_ms);
+    std::printf("stream read_gb_s=%.2f linear_gb_s=%.2f ratio=%.3f\n", bytes / read_ms / 1e6,
+                bytes / linear_ms / 1e6, read_ms / linear_ms);
+  }
+  std::printf("stream bytes=%zu median_ratio=%.3f (check %.0f)\n", bytes, median(ratio), sum);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,6 +208,9 @@ int main(int argc, char** argv) {
     if (what == "sampling" && argc == 6)
       return bench_sampling(std::atoi(argv[2]), std::atoi(argv[3]), std::strtof(argv[4], nullptr),
                             std::atoi(argv[5]));
+    if (what == "stream" && argc == 6)
+      return bench_stream(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]),
+                          std::atoi(argv[5]));
     if (what == "tokenize" && argc == 5)
       return bench_tokenize(argv[2], argv[3], std::atoi(argv[4]));
     std::fprintf(stderr,
