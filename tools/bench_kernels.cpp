@@ -36,12 +36,9 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
   return v;
 }
 
-int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, int reps) {
-  const GGMLType type = type_name == "q4_0" ? GGMLType::Q4_0 : GGMLType::F32;
-  check(type_name == "q4_0" || type_name == "f32", "type must be q4_0 or f32");
-  check(cols % kQK4_0 == 0 || type == GGMLType::F32, "cols must be a multiple of 32 for q4_0");
+/// A rows x cols matrix of seeded random weights, stored as type in storage (which w points into).
+Weight random_weight(int rows, int cols, GGMLType type, std::vector<unsigned char>& storage) {
   const std::vector<float> w_f32 = random_floats(static_cast<size_t>(rows) * cols, 1, 0.05f);
-  std::vector<unsigned char> storage;
   Weight w;
   w.name = "bench";
   w.type = type;
@@ -58,6 +55,15 @@ int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, i
                 storage.data());
   }
   w.data = storage.data();
+  return w;
+}
+
+int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, int reps) {
+  const GGMLType type = type_name == "q4_0" ? GGMLType::Q4_0 : GGMLType::F32;
+  check(type_name == "q4_0" || type_name == "f32", "type must be q4_0 or f32");
+  check(cols % kQK4_0 == 0 || type == GGMLType::F32, "cols must be a multiple of 32 for q4_0");
+  std::vector<unsigned char> storage;
+  const Weight w = random_weight(rows, cols, type, storage);
   const std::vector<float> x = random_floats(static_cast<size_t>(tokens) * cols, 2, 1.0f);
   std::vector<float> y(static_cast<size_t>(tokens) * rows);
   MatmulScratch scratch;
@@ -138,18 +144,9 @@ int bench_tokenize(const std::string& vocab_path, const std::string& text_path, 
 /// matrix (together far larger than the caches), each rep next to a membench-style read-and-sum
 /// over as many bytes, so that the ratio is measured under the same (drifting) bandwidth.
 int bench_stream(int rows, int cols, int n_mats, int reps) {
-  const std::vector<float> w_f32 = random_floats(static_cast<size_t>(rows) * cols, 1, 0.05f);
-  Weight w;
-  w.name = "bench";
-  w.type = GGMLType::Q4_0;
-  w.rows = rows;
-  w.cols = cols;
-  w.row_bytes = type_row_bytes(w.type, cols);
-  std::vector<unsigned char> storage(w.row_bytes * rows);
-  for (int r = 0; r < rows; ++r)
-    quantize_row_q4_0(w_f32.data() + static_cast<size_t>(r) * cols,
-                      reinterpret_cast<BlockQ4_0*>(storage.data() + r * w.row_bytes), cols);
-  w.data = storage.data();
+  check(cols % kQK4_0 == 0, "cols must be a multiple of 32");
+  std::vector<unsigned char> storage;
+  const Weight w = random_weight(rows, cols, GGMLType::Q4_0, storage);
 #ifdef ENGINE_PACKS_WEIGHTS
   std::vector<PackedWeight> mats;
   for (int i = 0; i < n_mats; ++i) mats.push_back(pack_weight(w));

@@ -165,8 +165,7 @@ void TransformerEngine::attention_block(int layer, int n, int pos) {
   for (int t = 0; t < n; ++t) {
     rmsnorm(xb_.data() + t * d, x_.data() + t * d, w.attn_norm, d, c.rms_eps);
   }
-  // Stage 09: one linear() per matrix for the whole batch: each weight row is read once, used n
-  // times.
+  // Stage 09: one linear() for the whole batch: each weight row is read once, used n times.
   // xb (n, d) @ wq^T, wk^T, wv^T -> q (n, n_head*hd), k (n, kv_dim), v (n, kv_dim)
   linear({{p.wq, q_.data()}, {p.wk, k_.data()}, {p.wv, v_.data()}}, xb_.data(), n, scratch_);
   for (int t = 0; t < n; ++t) {

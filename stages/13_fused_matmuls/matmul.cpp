@@ -18,7 +18,8 @@
 //
 // Stage 13: matrices that read the same x go through one call (wq, wk, wv; w_gate, w_up): x is
 // quantized once instead of 3 (2) times, and the threads meet at one barrier instead of 3 (2).
-// A decode step had 7 matmul barriers a layer, 210 a token on a 7B model; it now has 4, 120.
+// A decode step made 7 calls a layer, 211 a token on a 7B model (with the output); it now makes
+// 4 a layer, 121 a token.
 #include "matmul.h"
 
 #include <algorithm>
@@ -288,38 +289,35 @@ void linear(const PackedWeight& p, const float* x, float* y, int n_tokens, Matmu
 
 void linear(std::initializer_list<LinearPart> parts, const float* x, int n_tokens,
             MatmulScratch& scratch) {
-  check(parts.size() > 0, "linear: no matrices");
+  constexpr int kMaxParts = 4;
+  check(parts.size() > 0 && parts.size() <= kMaxParts, "linear: ", parts.size(),
+        " matrices in one call, not 1 to ", kMaxParts);
   const int64_t cols = parts.begin()->w.source.cols;
+  // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d) in chunks of ~kChunkBytes of weights, which
+  // stay in L2 (2 MB a core here) while every token tile passes over them (stage 10).
+  constexpr size_t kChunkBytes = 256 * 1024;
+  const int64_t tile = simd::kTileRows;
+  int64_t chunk_rows[kMaxParts];
+  int64_t first_chunk[kMaxParts + 1] = {0};  // part i's chunks: first_chunk[i] .. [i + 1] - 1
   bool quantize = false;
+  int i = 0;
   for (const LinearPart& part : parts) {
     const Weight& w = part.w.source;
     check_weight(w);
     check(w.cols == cols, w.name, ": ", w.cols, " columns, but the matrices fused with it have ",
           cols);
     quantize = quantize || quantizes_activations(w.type);
-  }
-  const float* fp16 = fp16_table().value;
-  // Stage 08: x is quantized once per call and shared by all threads (n_x_blocks blocks).
-  const int64_t n_x_blocks = quantize ? n_tokens * (cols / kQK8_0) : 0;
-  scratch.x_quantized.resize(n_x_blocks * sizeof(simd::XBlock));
-  auto* xq = n_x_blocks > 0 ? reinterpret_cast<simd::XBlock*>(scratch.x_quantized.data()) : nullptr;
-  // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d) in chunks of ~kChunkBytes of weights, which
-  // stay in L2 (2 MB a core here) while every token tile passes over them (stage 10).
-  constexpr size_t kChunkBytes = 256 * 1024;
-  constexpr int kMaxParts = 4;
-  check(parts.size() <= kMaxParts, "linear: more than ", kMaxParts, " matrices in one call");
-  int64_t chunk_rows[kMaxParts];
-  int64_t first_chunk[kMaxParts + 1] = {0};  // part i's chunks: first_chunk[i] .. [i + 1] - 1
-  int i = 0;
-  for (const LinearPart& part : parts) {
-    const Weight& w = part.w.source;
-    const int64_t tile = simd::kTileRows;
     chunk_rows[i] =
         std::max<int64_t>(tile, static_cast<int64_t>(kChunkBytes / w.row_bytes) / tile * tile);
     first_chunk[i + 1] = first_chunk[i] + (w.rows + chunk_rows[i] - 1) / chunk_rows[i];
     ++i;
   }
   const int64_t n_chunks = first_chunk[parts.size()];
+  const float* fp16 = fp16_table().value;
+  // Stage 08: x is quantized once per call and shared by all threads (n_x_blocks blocks).
+  const int64_t n_x_blocks = quantize ? n_tokens * (cols / kQK8_0) : 0;
+  scratch.x_quantized.resize(n_x_blocks * sizeof(simd::XBlock));
+  auto* xq = n_x_blocks > 0 ? reinterpret_cast<simd::XBlock*>(scratch.x_quantized.data()) : nullptr;
   // Stage 12: no thread waits for another. Both quantize x, a share of its blocks each (one
   // thread did all of it while the other spun); then each takes the next chunk of rows as soon
   // as it is done with one (dynamic schedule), so the two finish within one chunk of each other
