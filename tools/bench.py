@@ -148,6 +148,11 @@ def ratio(a, b):
     return f"{a / b:.2f}x" if b else "-"
 
 
+def read_share(r, bytes_per_token):
+    """Median share of the read bandwidth (measured right after each run) that decode moved."""
+    return r["decode_tok_s_per_read_gb_s"] * bytes_per_token / GB
+
+
 def table(results, stages, bytes_per_token):
     head = ("| stage | decode tok/s | x prev | x 01 | prefill tok/s | x prev | x 01 | "
             "peak RSS MB | weights GB/s (decode) | decode / read bandwidth |\n"
@@ -162,7 +167,7 @@ def table(results, stages, bytes_per_token):
                     f"{ratio(r['prefill_tok_s'], prev['prefill_tok_s'])} | "
                     f"{ratio(r['prefill_tok_s'], first['prefill_tok_s'])} | {r['peak_rss_mb']:.0f} | "
                     f"{bytes_per_token * r['decode_tok_s'] / GB:.2f} | "
-                    f"{r['decode_tok_s_per_read_gb_s'] * bytes_per_token / GB * 100:.0f}% |")
+                    f"{read_share(r, bytes_per_token) * 100:.0f}% |")
     return head + "\n".join(rows) + "\n"
 
 
@@ -306,7 +311,7 @@ def llama_cpp_line(model, threads, results, stages, bytes_per_token):
             f"{r['prefill_tok_s'] / pp:.2f}x and decodes at {r['decode_tok_s'] / tg:.2f}x llama.cpp's rate")
     gbs = r["decode_tok_s"] * bytes_per_token / GB
     now = r["read_gb_s"]
-    share = r["decode_tok_s_per_read_gb_s"] * bytes_per_token / GB
+    share = read_share(r, bytes_per_token)
     line += (f"; decode moves {gbs:.1f} GB/s of weights. `make membench`'s measurement (`build/membench "
              f"{MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}`), repeated right after each decode run, "
              f"read {now:.1f} GB/s (median; roofline {now * GB / bytes_per_token:.2f} tok/s), and each "
