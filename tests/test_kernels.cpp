@@ -2,6 +2,7 @@
 //
 // Only engine.h and quant.h are used, so the same checks hold for every stage, whatever its
 // matmul layout, loop order, blocking, threads or fused dequantization.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -256,6 +257,22 @@ TEST_CASE("kernels: rmsnorm", "[kernels]") {
   }
 }
 
+TEST_CASE("kernels: rmsnorm of a model-sized vector matches a double computation", "[kernels]") {
+  // n = 4099: whole SIMD registers and a tail, as in every stage's vector path.
+  constexpr int kN = 4099;
+  const std::vector<float> x = random_floats(kN, 41, -3.0f, 3.0f);
+  const std::vector<float> weight = random_floats(kN, 42, 0.5f, 1.5f);
+  double sum_squares = 0;
+  for (float v : x) sum_squares += static_cast<double>(v) * v;
+  const double scale = 1.0 / std::sqrt(sum_squares / kN + 1e-6);
+  std::vector<float> out(kN);
+  rmsnorm(out.data(), x.data(), weight.data(), kN, 1e-6f);
+  for (int i = 0; i < kN; ++i) {
+    INFO("element " << i);
+    CHECK(out[i] == Approx(x[i] * scale * weight[i]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
 // ---- rope ----
 // head_dim = n_rot = 4, base 10000: theta_i = pos * freq_scale * 10000^(-2i/4) / factor_i, so
 // pair 0 turns by pos * freq_scale / factor_0 and pair 1 by pos * freq_scale * 0.01 / factor_1.
@@ -282,6 +299,33 @@ TEST_CASE("kernels: rope with linear scaling and frequency factors", "[kernels]"
   check_rope(RopeStyle::HalfSplit, 7, 1.0f, factors, 7.0, 0.0175);
   const float factors2[2] = {2.0f, 1.0f};
   check_rope(RopeStyle::AdjacentPairs, 1, 0.5f, factors2, 0.25, 0.005);
+}
+
+TEST_CASE("kernels: rope of model-sized heads matches a double rotation", "[kernels]") {
+  // 3 heads of 136 (68 pairs: whole SIMD registers and a tail), at a position past 1000.
+  constexpr int kHeads = 3, kHeadDim = 136, kPos = 1234;
+  for (RopeStyle style : {RopeStyle::AdjacentPairs, RopeStyle::HalfSplit}) {
+    const bool adjacent = style == RopeStyle::AdjacentPairs;
+    INFO("style " << (adjacent ? "adjacent" : "half-split"));
+    RopeParams params;
+    params.style = style;
+    params.n_rot = kHeadDim;
+    const std::vector<float> input = random_floats(kHeads * kHeadDim, 43);
+    std::vector<float> x = input;
+    rope(x.data(), kHeads, kHeadDim, kPos, params);
+    for (int h = 0; h < kHeads; ++h) {
+      for (int i = 0; i < kHeadDim / 2; ++i) {
+        const int first = h * kHeadDim + (adjacent ? 2 * i : i);
+        const int second = h * kHeadDim + (adjacent ? 2 * i + 1 : i + kHeadDim / 2);
+        const double angle = kPos * std::pow(10000.0, -2.0 * i / kHeadDim);
+        double a = 0, b = 0;
+        rotate(input[first], input[second], angle, a, b);
+        INFO("head " << h << " pair " << i);
+        CHECK(x[first] == Approx(a).margin(1e-5));
+        CHECK(x[second] == Approx(b).margin(1e-5));
+      }
+    }
+  }
 }
 
 // ---- softmax ----
@@ -320,6 +364,22 @@ TEST_CASE("kernels: softmax is exact and stable for huge logits", "[kernels]") {
   }
 }
 
+TEST_CASE("kernels: softmax of a long row matches a double computation", "[kernels]") {
+  // 1000 scores over a range wide enough that the smallest terms are subnormal or 0.
+  constexpr int kN = 1000;
+  std::vector<float> x = random_floats(kN, 44, -60.0f, 60.0f);
+  const std::vector<float> input = x;
+  double max_value = input[0];
+  for (float v : input) max_value = std::max<double>(max_value, v);
+  double sum = 0;
+  for (float v : input) sum += std::exp(v - max_value);
+  softmax(x.data(), kN);
+  for (int i = 0; i < kN; ++i) {
+    INFO("score " << input[i]);
+    CHECK(x[i] == Approx(std::exp(input[i] - max_value) / sum).epsilon(1e-5).margin(1e-37));
+  }
+}
+
 // ---- swiglu ----
 
 TEST_CASE("kernels: swiglu is silu(gate) * up", "[kernels]") {
@@ -333,6 +393,26 @@ TEST_CASE("kernels: swiglu is silu(gate) * up", "[kernels]") {
     INFO("gate " << g << " up " << up[i]);
     CHECK(std::isfinite(gate[i]));
     CHECK(gate[i] == Approx(expected).epsilon(1e-6).margin(1e-30));
+  }
+}
+
+TEST_CASE("kernels: swiglu over every range of gate values", "[kernels]") {
+  // Gates from -120 to 120 in steps of 1/64 (e^-g from overflow to underflow), n not a multiple
+  // of any SIMD width.
+  constexpr int kSteps = 64, kN = 240 * kSteps + 3;
+  std::vector<float> gate(kN), up(kN);
+  for (int i = 0; i < kN; ++i) {
+    gate[i] = -120.0f + static_cast<float>(i) / kSteps;
+    up[i] = 1.0f + static_cast<float>(i % 7);
+  }
+  const std::vector<float> gate0 = gate;
+  swiglu(gate.data(), up.data(), kN);
+  for (int i = 0; i < kN; ++i) {
+    const double g = gate0[i];
+    INFO("gate " << g);
+    CHECK(std::isfinite(gate[i]));
+    // Below g = -88, e^-g overflows a float and silu(g) comes out as -0: hence the margin.
+    CHECK(gate[i] == Approx(g / (1.0 + std::exp(-g)) * up[i]).epsilon(1e-6).margin(1e-30));
   }
 }
 
