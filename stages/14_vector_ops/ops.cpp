@@ -32,7 +32,7 @@ float dot(const float* a, const float* b, int n) {
 /// 64 squares each for d = 4096, off by ~4e-6 at worst (AVX2: ~8e-6).
 double sum_of_squares(const float* x, int n) {
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
-  return simd::dot_f32(x, x, n);
+  return dot(x, x, n);
 #else
   double sum = 0.0;
   for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
@@ -42,11 +42,12 @@ double sum_of_squares(const float* x, int n) {
 
 /// Stage 14: x (n,) = x[j] c[j] + x[partner(j)] s[j] (simd.h's rotate_head).
 void rotate_head(float* x, const float* c, const float* s, int n, bool adjacent) {
+  int i = 0;  // pairs done
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
-  simd::rotate_head(x, c, s, n, adjacent);
-#else
+  i = static_cast<int>(simd::rotate_head(x, c, s, n, adjacent));  // whole registers
+#endif
   const int half = n / 2;
-  for (int i = 0; i < half; ++i) {
+  for (; i < half; ++i) {
     const int first = adjacent ? 2 * i : i;
     const int second = adjacent ? 2 * i + 1 : i + half;
     const float a = x[first];
@@ -54,7 +55,6 @@ void rotate_head(float* x, const float* c, const float* s, int n, bool adjacent)
     x[first] = a * c[first] + b * s[first];
     x[second] = b * c[second] + a * s[second];
   }
-#endif
 }
 
 }  // namespace
@@ -110,11 +110,11 @@ void softmax(float* x, int n) {
 
 void swiglu(float* gate, const float* up, int n) {
   // silu(g) = g * sigmoid(g) = g / (1 + exp(-g)); for g << 0, exp(-g) = inf gives -0, not NaN.
+  int i = 0;
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
-  simd::swiglu(gate, up, n);
-#else
-  for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  i = static_cast<int>(simd::swiglu(gate, up, n));  // whole registers; the rest below
 #endif
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void attention(float* out, const float* q, const float* keys, const float* values, int n_keys,

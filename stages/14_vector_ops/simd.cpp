@@ -525,8 +525,8 @@ float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n) {
 
 // ---- stage 14: the elementwise kernels of ops.cpp ----
 //
-// Each loop runs kLanes elements at a time; the fewer than kLanes left at the end take the scalar
-// formula (with std::exp).
+// Each loop runs kLanes elements at a time. softmax does the fewer than kLanes left at the end
+// with std::exp; swiglu and rotate_head leave them to ops.cpp's scalar loops.
 
 void softmax(float* x, int64_t n) {
   int64_t k = 0;
@@ -553,7 +553,7 @@ void softmax(float* x, int64_t n) {
   for (; k < n; ++k) x[k] *= inv_sum;
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
+int64_t swiglu(float* gate, const float* up, int64_t n) {
   const FloatVec one = broadcast(1.0f);
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
@@ -561,22 +561,17 @@ void swiglu(float* gate, const float* up, int64_t n) {
     const FloatVec silu = div(g, add(one, exp_vec(sub(zero_vec(), g))));
     store_f32(gate + k, mul(silu, load_f32(up + k)));
   }
-  for (; k < n; ++k) gate[k] = gate[k] / (1.0f + std::exp(-gate[k])) * up[k];
+  return k;
 }
 
-void rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent) {
+int64_t rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent) {
   int64_t k = 0;
   if (adjacent) {  // partner(j) = j ^ 1: the pair's other element sits in the same register
     for (; k + kLanes <= n; k += kLanes) {
       const FloatVec v = load_f32(x + k);
       store_f32(x + k, fmadd(swap_pairs(v), load_f32(s + k), mul(v, load_f32(c + k))));
     }
-    for (; k < n; k += 2) {
-      const float a = x[k], b = x[k + 1];
-      x[k] = a * c[k] + b * s[k];
-      x[k + 1] = b * c[k + 1] + a * s[k + 1];
-    }
-    return;
+    return k / 2;
   }
   const int64_t half = n / 2;  // partner(j) = j + n / 2 for the first half, j - n / 2 after
   for (; k + kLanes <= half; k += kLanes) {
@@ -585,11 +580,7 @@ void rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjac
     store_f32(x + k, fmadd(b, load_f32(s + k), mul(a, load_f32(c + k))));
     store_f32(x + half + k, fmadd(a, load_f32(s + half + k), mul(b, load_f32(c + half + k))));
   }
-  for (; k < half; ++k) {
-    const float a = x[k], b = x[half + k];
-    x[k] = a * c[k] + b * s[k];
-    x[half + k] = b * c[half + k] + a * s[half + k];
-  }
+  return k;
 }
 
 void dot_packed(GGMLType type, const unsigned char* packed, size_t group_bytes, int64_t row0,

@@ -91,12 +91,14 @@ float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n);
 /// Stage 14: the elementwise kernels, kLanes (16 or 8) floats at a time, with a vector e^x.
 /// x (n,) = exp(x - max) / sum, in place.
 void softmax(float* x, int64_t n);
-/// gate (n,) = silu(gate) * up.
-void swiglu(float* gate, const float* up, int64_t n);
+/// gate (n,) = silu(gate) * up, for whole registers only; returns the elements done (the caller's
+/// scalar loop does the rest).
+int64_t swiglu(float* gate, const float* up, int64_t n);
 /// RoPE's rotation of one head x (n,), in place: x[j] = x[j] c[j] + x[partner(j)] s[j], where
 /// partner(j) = j ^ 1 (adjacent pairs) or j +- n / 2 (halves); c, s (n,) hold each pair's cos, and
-/// its sin with the sign of the element's place in the pair (-sin first, +sin second).
-void rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent);
+/// its sin with the sign of the element's place in the pair (-sin first, +sin second). Whole
+/// registers only; returns the pairs done (adjacent: the first ones; halves: i < the count).
+int64_t rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent);
 
 /// y[t * y_stride + i] = row row0 + i of the packed matrix . token t's x, for i < n_rows
 /// (row0 a multiple of kTileRows) and t < n_tokens. packed: Q4_0 or Q8_0 groups of group_bytes;
