@@ -126,6 +126,8 @@ print-flags:
 	@echo "$(CXXFLAGS)"
 
 # Benchmarks (not tests): make bench [STAGE=03x | ONLY="01 05"] [MODEL=file.gguf] [THREADS=2] [RUNS=3]
+#   [LLAMA_BENCH="label=/path/to/llama-bench ..."]: llama.cpp run interleaved with the stages, on the
+#   same file, prompt, token count and threads (build it yourself: docs/benchmarks.md, "llama.cpp").
 BENCH_MODEL ?= build/models/bench-small-q4_0.gguf
 THREADS ?= $(shell nproc)
 RUNS ?= 3
@@ -144,7 +146,17 @@ endif
 bench: deps build/membench $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
 	@test -f "$(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL))" || $(PYTHON) tools/make_models.py --preset bench-small --out build/models
 	$(PYTHON) tools/bench.py --stages $(BENCH_STAGES) --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) \
-	  --threads $(THREADS) --runs $(RUNS) --prompt-tokens $(PROMPT_TOKENS) --gen-tokens $(GEN_TOKENS) $(BENCH_README)
+	  --threads $(THREADS) --runs $(RUNS) --prompt-tokens $(PROMPT_TOKENS) --gen-tokens $(GEN_TOKENS) $(BENCH_README) \
+	  $(if $(LLAMA_BENCH),--llama-bench $(LLAMA_BENCH))
+
+# Decode with 1 and 2 threads, quiet and with one core kept busy, for the OpenMP stages (04 on) or
+# ONLY="..."; LLAMA_BENCH as for make bench.
+CONTENDED_STAGES = $(if $(ONLY),$(BENCH_STAGES),$(filter-out $(wordlist 1,3,$(STAGES)),$(filter-out %x,$(STAGES))))
+bench-contended: deps build/membench $(foreach s,$(CONTENDED_STAGES),build/$(s)/engine)
+	@test -f "$(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL))" || $(PYTHON) tools/make_models.py --preset bench-small --out build/models
+	$(PYTHON) tools/bench.py --contended --stages $(CONTENDED_STAGES) --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) \
+	  --runs $(RUNS) --gen-tokens $(GEN_TOKENS) $(if $(LLAMA_BENCH),--llama-bench $(LLAMA_BENCH))
+.PHONY: bench-contended
 
 # API docs (Doxygen): common/ and the final stage, zero warnings allowed.
 docs:

@@ -356,6 +356,21 @@ GGUFFile::~GGUFFile() {
   if (map_ != nullptr) munmap(map_, size_);
 }
 
+void GGUFFile::release(const void* data, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const auto map_begin = reinterpret_cast<uintptr_t>(map_);
+  check(begin >= map_begin && bytes <= size_ && begin - map_begin <= size_ - bytes, path_,
+        ": release: ", bytes, " bytes at offset ", begin - map_begin, " are outside the file");
+  // Only whole pages can leave: round the start up and the end down to a page boundary.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + bytes) / page * page;
+  if (last <= first) return;
+  // A private, never-written file mapping: MADV_DONTNEED frees the pages, later reads refill them.
+  check(madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0, path_,
+        ": madvise: ", std::strerror(errno));
+}
+
 // ---- lookups ----
 
 const GGUFValue* GGUFFile::find(const std::string& key) const {

@@ -116,6 +116,11 @@ class GGUFFile {
   const TensorInfo* find_tensor(const std::string& name) const;  ///< nullptr when absent
   const TensorInfo& tensor(const std::string& name) const;       ///< throws when absent
 
+  /// Drops the whole pages of [data, data + bytes) from this process's memory: for bytes that a
+  /// stage has copied (packed) and will not read again. The mapping stays valid; a later read
+  /// maps the pages again from the file. Throws unless the range lies in this file's mapping.
+  void release(const void* data, size_t bytes) const;
+
  private:
   std::string path_;
   uint32_t version_ = 0;

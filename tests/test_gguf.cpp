@@ -153,6 +153,26 @@ TEST_CASE("gguf: tensors are located and sized", "[gguf]") {
   CHECK(f.file_size() == std::filesystem::file_size(path));
 }
 
+TEST_CASE("gguf: released tensor pages read back the same", "[gguf]") {
+  // Several pages of floats: release() drops the whole pages inside them from this process, and a
+  // later read maps them again from the file.
+  constexpr int kFloats = 5000;
+  std::vector<float> values(kFloats);
+  for (int i = 0; i < kFloats; ++i) values[i] = static_cast<float>(i) * 0.5f;
+  GGUFBuilder b;
+  b.add_string("general.architecture", "llama");
+  b.add_tensor("big.weight", GGMLType::F32, {kFloats}, GGUFBuilder::f32_bytes(values));
+  const std::string path = b.write_temp("release.gguf");
+  GGUFFile f(path);
+  const TensorInfo& t = f.tensor("big.weight");
+  f.release(t.data, t.nbytes);
+  const float* data = static_cast<const float*>(t.data);
+  for (int i = 0; i < kFloats; ++i) REQUIRE(data[i] == values[i]);
+  f.release(t.data, 0);  // nothing to drop
+  REQUIRE_THROWS_WITH(f.release(t.data, f.file_size() + 1), StartsWith(path + ": release: "));
+  REQUIRE_THROWS_WITH(f.release(values.data(), sizeof(float)), Contains("outside the file"));
+}
+
 TEST_CASE("gguf: block types are sized by ggml's block layout", "[gguf]") {
   struct Case {
     GGMLType type;

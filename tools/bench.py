@@ -7,6 +7,11 @@ For every stage: one warm-up run, then --runs timed runs of the engine's own CLI
 its `stats:` line; the median of each figure is reported. Prefill and decode are measured
 separately, as llama-bench's pp and tg tests are: a prompt of --prompt-tokens tokens, and
 --gen-tokens generated from a one-word prompt.
+With --llama-bench LABEL=PATH (one or more llama-bench binaries, each built by whoever runs the
+benchmark, outside the repository: docs/benchmarks.md says how), every run of the stages is
+followed by one run of each llama-bench on the same file, prompt length, token count and threads
+(ours, theirs, ours, theirs, ...), and the last stage is set against each of them by the median
+of the per-run ratios.
 Results go into docs/benchmarks.md between markers (one section per model and thread count, other
 sections kept), the chart docs/benchmarks-<section>.png (gnuplot), and each stage page's
 `<!-- bench:table -->` block. Nothing here is a test: speed never fails the build.
@@ -21,6 +26,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import json
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf  # noqa: E402
@@ -37,6 +44,18 @@ README_KEY = "bench-small-q4_0-t2"  # the run whose table the README's stage map
 
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def run_measured(cmd):
+    """Runs cmd; returns (returncode, stdout, stderr, its own peak RSS in MB) (os.wait4's rusage,
+    so that each run's peak is its own, not the largest of all children so far)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), usage.ru_maxrss / 1024.0
 
 
 def engine_path(stage):
@@ -66,7 +85,7 @@ def parse_stats(stderr):
     return {k: float(v) for k, v in (kv.split("=") for kv in found[-1].split())}
 
 
-def bench_stage(stage, model, prompt_file, args):
+def engine_commands(stage, model, prompt_file, args):
     """Two commands, as llama-bench's pp and tg tests: prefill of the --prompt-tokens prompt (one
     token generated), and decode of --gen-tokens tokens from a one-word prompt, so that decode
     reads the weights and an almost empty KV cache (at 576 positions a 7B model's fp32 cache adds
@@ -75,28 +94,93 @@ def bench_stage(stage, model, prompt_file, args):
     pp = base + ["-f", prompt_file, "-n", "1", "-c", str(args.prompt_tokens + 16)]
     tg = base + ["-p", PROMPT_WORDS.split()[0], "-n", str(args.gen_tokens),
                  "-c", str(args.gen_tokens + 16)]
-    samples = {"pp": [], "tg": [], "bw": []}
+    return pp, tg
+
+
+def run_engine(cmd):
+    rc, _, err, rss = run_measured(cmd)
+    if rc != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed: {err.strip()[-500:]}")
+    stats = parse_stats(err)
+    stats["peak_rss_mb"] = rss
+    return stats
+
+
+def llama_bench_command(path, model, args, n_prompt):
+    """llama-bench's pp and tg tests in one process: a prompt of n_prompt tokens (as many as the
+    engine's prompt had), and args.gen_tokens tokens decoded; one repetition (this harness
+    repeats), default options otherwise (mmap, its weight repacking, OpenMP)."""
+    return [path, "-m", model, "-t", str(args.threads), "-p", str(n_prompt), "-n",
+            str(args.gen_tokens), "-r", "1", "-o", "json"]
+
+
+def run_llama_bench(cmd):
+    rc, out, err, rss = run_measured(cmd)
+    if rc != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed: {err.strip()[-500:]}")
+    tests = json.loads(out)
+    pp = [t["avg_ts"] for t in tests if t["n_prompt"] > 0 and t["n_gen"] == 0]
+    tg = [t["avg_ts"] for t in tests if t["n_gen"] > 0 and t["n_prompt"] == 0]
+    if not pp or not tg:
+        sys.exit(f"bench: {' '.join(cmd)} printed no pp and tg results")
+    return {"prefill_tok_s": pp[0], "decode_tok_s": tg[0], "peak_rss_mb": rss}
+
+
+def parse_peers(specs):
+    """LABEL=PATH (or PATH alone, labelled llama.cpp) -> [(label, absolute path)]."""
+    peers = []
+    for spec in specs:
+        label, _, path = spec.rpartition("=")
+        label = label or "llama.cpp"
+        if not os.access(path, os.X_OK):
+            sys.exit(f"bench: llama-bench '{path}' is not an executable file")
+        peers.append((label, os.path.abspath(path)))
+    if len({label for label, _ in peers}) != len(peers):
+        sys.exit("bench: give each llama-bench its own label (LABEL=PATH)")
+    return peers
+
+
+def bench_interleaved(stages, peers, model, prompt_file, args):
+    """Runs every stage's two commands, then every peer's llama-bench, --runs + 1 times (run 0
+    is the warm-up: page cache, CPU frequency), with `make membench`'s measurement after each
+    entry's run. Returns ({entry: medians}, {entry: per-run samples}); entries are the stages
+    and the peers' labels."""
+    n_prompt = None
+    samples = {e: [] for e in list(stages) + [label for label, _ in peers]}
     for i in range(args.runs + 1):
-        for name, cmd in (("pp", pp), ("tg", tg)):
-            out = run(cmd)
-            if out.returncode != 0:
-                sys.exit(f"bench: {' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
-            if i > 0:  # run 0 is the warm-up (page cache, CPU frequency)
-                samples[name].append(parse_stats(out.stderr))
-        if i > 0:
-            samples["bw"].append(read_bandwidth(args.threads))
-    median = {k: statistics.median(s[k] for s in samples["pp"]) for k in samples["pp"][0]}
-    median["decode_tok_s"] = statistics.median(s["decode_tok_s"] for s in samples["tg"])
-    median["read_gb_s"] = statistics.median(samples["bw"])
-    # Each decode run against the read bandwidth measured right after it: the ratio of two
-    # figures of the same minute holds when the VM's bandwidth drifts between runs.
-    median["decode_tok_s_per_read_gb_s"] = statistics.median(
-        tg["decode_tok_s"] / bw for tg, bw in zip(samples["tg"], samples["bw"]))
-    median["peak_rss_mb"] = max(s["peak_rss_mb"] for s in samples["pp"] + samples["tg"])
-    shown = [" ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
-             for cmd in (pp, tg)]
-    median["cmd"] = f"`{shown[0]}` (prefill), `{shown[1]}` (decode)"
-    return median
+        for stage in stages:
+            pp, tg = engine_commands(stage, model, prompt_file, args)
+            a, b = run_engine(pp), run_engine(tg)
+            n_prompt = n_prompt or int(a["prompt_tokens"])
+            if i > 0:
+                samples[stage].append({"prefill_tok_s": a["prefill_tok_s"],
+                                       "decode_tok_s": b["decode_tok_s"],
+                                       "prompt_tokens": a["prompt_tokens"],
+                                       "peak_rss_mb": max(a["peak_rss_mb"], b["peak_rss_mb"]),
+                                       "read_gb_s": read_bandwidth(args.threads)})
+        for label, path in peers:
+            r = run_llama_bench(llama_bench_command(path, model, args, n_prompt))
+            if i > 0:
+                r["prompt_tokens"] = n_prompt
+                r["read_gb_s"] = read_bandwidth(args.threads)
+                samples[label].append(r)
+        print(f"bench: run {i} of {args.runs} done" + (" (warm-up)" if i == 0 else ""), flush=True)
+    results = {}
+    for entry, runs in samples.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        med["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+        # Each decode run against the read bandwidth measured right after it: the ratio of two
+        # figures of the same minute holds when the VM's bandwidth drifts between runs.
+        med["decode_tok_s_per_read_gb_s"] = statistics.median(
+            r["decode_tok_s"] / r["read_gb_s"] for r in runs)
+        results[entry] = med
+    for stage in stages:
+        shown = [" ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
+                 for cmd in engine_commands(stage, model, prompt_file, args)]
+        results[stage]["cmd"] = f"`{shown[0]}` (prefill), `{shown[1]}` (decode)"
+    for label, path in peers:
+        results[label]["cmd"] = "`" + " ".join(llama_bench_command(path, model, args, n_prompt)) + "`"
+    return results, samples
 
 
 # GiB, passes: `make membench`'s own measurement, repeated after each decode run.
@@ -153,7 +237,7 @@ def read_share(r, bytes_per_token):
     return r["decode_tok_s_per_read_gb_s"] * bytes_per_token / GB
 
 
-def table(results, stages, bytes_per_token):
+def table(results, stages, bytes_per_token, peers=()):
     head = ("| stage | decode tok/s | x prev | x 01 | prefill tok/s | x prev | x 01 | "
             "peak RSS MB | weights GB/s (decode) | decode / read bandwidth |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n")
@@ -168,6 +252,11 @@ def table(results, stages, bytes_per_token):
                     f"{ratio(r['prefill_tok_s'], first['prefill_tok_s'])} | {r['peak_rss_mb']:.0f} | "
                     f"{bytes_per_token * r['decode_tok_s'] / GB:.2f} | "
                     f"{read_share(r, bytes_per_token) * 100:.0f}% |")
+    for label in peers:
+        r = results[label]
+        rows.append(f"| {label} | {r['decode_tok_s']:.2f} | - | - | {r['prefill_tok_s']:.2f} | - | - | "
+                    f"{r['peak_rss_mb']:.0f} | {bytes_per_token * r['decode_tok_s'] / GB:.2f} | "
+                    f"{read_share(r, bytes_per_token) * 100:.0f}% |")
     return head + "\n".join(rows) + "\n"
 
 
@@ -180,6 +269,7 @@ def replace_block(text, key, block):
 
 
 def chart(results, stages, key, png):
+    """A bar pair (decode, prefill) per entry: the stages, then any llama-bench peers."""
     gnuplot = shutil.which("gnuplot")
     if not gnuplot:
         print("bench: gnuplot not found (apt-get install gnuplot-nox): no chart", file=sys.stderr)
@@ -292,32 +382,60 @@ def bench_membench(out):
         fh.write(replace_block(text, "membench", block))
 
 
-def llama_cpp_line(model, threads, results, stages, bytes_per_token):
-    """For the 7B-/1B-shaped files: the last stage against llama.cpp's figures measured on this
-    machine kind (../shared/reference/llama.cpp-bench.md) and against the membench roofline."""
-    ref = os.path.join(ROOT, "..", "shared", "reference", "llama.cpp-bench.md")
-    name = os.path.basename(model)
-    size = "7B" if "deepseek-7b" in name else "1B" if "deepseek-1b" in name else None
-    if size is None or not os.path.exists(ref):
-        return ""
-    m = re.search(rf"^\| {size} Q4_0 \| {threads} \| ([0-9.]+) [^|]*\| ([0-9.]+) ", open(ref).read(), re.M)
-    if not m:
-        return ""
-    pp, tg = float(m.group(1)), float(m.group(2))
-    r = results[stages[-1]]
-    line = (f"Against llama.cpp on this machine kind ({size} Q4_0, {threads} thread(s), "
-            f"`../shared/reference/llama.cpp-bench.md`: pp512 {pp}, tg128 {tg} tok/s; its file "
-            f"keeps every 2-D tensor in Q4_0, as `{name}` does): {stages[-1]} prefills at "
-            f"{r['prefill_tok_s'] / pp:.2f}x and decodes at {r['decode_tok_s'] / tg:.2f}x llama.cpp's rate")
+# CPU features that decide which kernels llama.cpp and the engine can use.
+CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+             "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def cpu_flags_line():
+    have = set()
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            have = set(line.split(":", 1)[1].split())
+            break
+    listed = " ".join(f for f in CPU_FLAGS if f in have)
+    amx = "yes (amx_int8)" if "amx_int8" in have else "no"
+    return f"- host CPU flags: {listed}; AMX-INT8: {amx}"
+
+
+# The CMake options of a llama.cpp build that decide its CPU kernels.
+PEER_OPTIONS = ("CMAKE_BUILD_TYPE", "GGML_NATIVE", "GGML_AVX2", "GGML_AVX512", "GGML_AVX512_VNNI",
+                "GGML_AVX512_BF16", "GGML_AMX_INT8", "GGML_OPENMP", "LLAMA_CURL")
+
+
+def peer_line(label, path):
+    """A llama-bench binary, described by the CMakeCache.txt of its build folder (bin/..)."""
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "CMakeCache.txt")
+    options = {}
+    if os.path.exists(cache):
+        for line in open(cache):
+            m = re.match(r"^([A-Z0-9_]+):[A-Z]+=(.*)$", line.strip())
+            if m and m.group(1) in PEER_OPTIONS:
+                options[m.group(1)] = m.group(2)
+    shown = ", ".join(f"{k}={options[k]}" for k in PEER_OPTIONS if k in options) or "no CMakeCache.txt"
+    return f"- {label}: `{path}` ({shown})"
+
+
+def roofline_line(stage, r, bytes_per_token):
     gbs = r["decode_tok_s"] * bytes_per_token / GB
     now = r["read_gb_s"]
-    share = read_share(r, bytes_per_token)
-    line += (f"; decode moves {gbs:.1f} GB/s of weights. `make membench`'s measurement (`build/membench "
-             f"{MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}`), repeated right after each decode run, "
-             f"read {now:.1f} GB/s (median; roofline {now * GB / bytes_per_token:.2f} tok/s), and each "
-             f"decode run moved {share * 100:.0f}% of the bandwidth read right after it (median of "
-             f"the per-run ratios; the membench table was measured at another time)")
-    return line + ".\n"
+    return (f"{stage} decodes at {gbs:.1f} GB/s of weights. `make membench`'s measurement (`build/"
+            f"membench {MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}`), repeated right after each "
+            f"decode run, read {now:.1f} GB/s (median; roofline {now * GB / bytes_per_token:.2f} "
+            f"tok/s), and each decode run moved {read_share(r, bytes_per_token) * 100:.0f}% of the "
+            f"bandwidth read right after it (median of the per-run ratios).\n")
+
+
+def peer_comparison(stage, peers, samples):
+    """The stage against each peer, run for run: medians of the per-run ratios."""
+    lines = []
+    for label, _ in peers:
+        ours, theirs = samples[stage], samples[label]
+        dec = statistics.median(a["decode_tok_s"] / b["decode_tok_s"] for a, b in zip(ours, theirs))
+        pre = statistics.median(a["prefill_tok_s"] / b["prefill_tok_s"] for a, b in zip(ours, theirs))
+        lines.append(f"{stage} against {label}, measured in the same runs (interleaved, median of "
+                     f"{len(ours)} per-run ratios): decode {dec:.2f}x, prefill {pre:.2f}x.")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def write_block(key, block, out, stages):
@@ -393,6 +511,58 @@ def bench_stream(stages, out):
     write_block("stream", block, out, stages)
 
 
+CONTENDED_CONFIGS = (("quiet", 1), ("quiet", 2), ("busy", 1), ("busy", 2))
+
+
+def bench_contended(stages, peers, model, runs, gen_tokens, out):
+    """Decode tok/s with 1 and 2 threads on a quiet machine and with another process keeping one
+    core busy (a shell loop), interleaved entry by entry; writes the `contended` table."""
+    samples = {(e, c): [] for e in list(stages) + [lb for lb, _ in peers] for c in CONTENDED_CONFIGS}
+    for i in range(runs + 1):
+        for load, threads in CONTENDED_CONFIGS:
+            busy = subprocess.Popen(["sh", "-c", "while :; do :; done"]) if load == "busy" else None
+            try:
+                args = argparse.Namespace(threads=threads, gen_tokens=gen_tokens, prompt_tokens=1)
+                for stage in stages:
+                    _, tg = engine_commands(stage, model, None, args)
+                    r = run_engine(tg)
+                    if i > 0:
+                        samples[(stage, (load, threads))].append(r["decode_tok_s"])
+                for label, path in peers:
+                    cmd = [path, "-m", model, "-t", str(threads), "-p", "0", "-n", str(gen_tokens),
+                           "-r", "1", "-o", "json"]
+                    rc, text, err, _ = run_measured(cmd)
+                    if rc != 0:
+                        sys.exit(f"bench: {' '.join(cmd)} failed: {err.strip()[-500:]}")
+                    if i > 0:
+                        samples[(label, (load, threads))].append(json.loads(text)[0]["avg_ts"])
+            finally:
+                if busy:
+                    busy.kill()
+                    busy.wait()
+        print(f"bench: run {i} of {runs} done" + (" (warm-up)" if i == 0 else ""), flush=True)
+    head = ("| stage | quiet, 1 thread | quiet, 2 threads | busy core, 1 thread | busy core, 2 threads "
+            "| busy: 2 threads / 1 |\n|---|---|---|---|---|---|\n")
+    rows = []
+    for e in list(stages) + [lb for lb, _ in peers]:
+        med = [statistics.median(samples[(e, c)]) for c in CONTENDED_CONFIGS]
+        rows.append(f"| {e} | " + " | ".join(f"{m:.2f}" for m in med) + f" | {med[3] / med[2]:.2f}x |")
+        print(rows[-1], flush=True)
+    only = 'ONLY="' + " ".join(st.split("_")[0] for st in stages) + '" '
+    llama = ' LLAMA_BENCH="' + " ".join(f"{lb}=PATH" for lb, _ in peers) + '"' if peers else ""
+    key = "contended-" + os.path.splitext(os.path.basename(model))[0]
+    block = "\n".join([
+        f"### Decode on a busy machine: {os.path.basename(model)}", "",
+        f"Generated by `make bench-contended {only}MODEL={os.path.relpath(model, ROOT)} RUNS={runs} "
+        f"GEN_TOKENS={gen_tokens}{llama}` on {datetime.date.today()}: decode tok/s ({gen_tokens} "
+        f"tokens from a one-word prompt, median of {runs} runs after one warm-up), on a quiet machine "
+        f"and with a shell loop (`while :; do :; done`) keeping one of the {os.cpu_count()} cores "
+        f"busy.", "", *machine_lines(), cpu_flags_line(),
+        *[peer_line(lb, path) for lb, path in peers], "", head + "\n".join(rows), ""])
+    write_block(key, block, out, stages)
+    print(f"bench: wrote {os.path.relpath(out, ROOT)}")
+
+
 def stage_idea(stage):
     """The stage page's one-line `**Idea:** ...`."""
     page = os.path.join(ROOT, "docs", "stages", stage + ".md")
@@ -432,6 +602,7 @@ def main():
     ap.add_argument("--membench", action="store_true", help="read bandwidth and rooflines")
     ap.add_argument("--kernels", action="store_true", help="time linear() alone per stage")
     ap.add_argument("--stream", action="store_true", help="decode's linear() against read bandwidth")
+    ap.add_argument("--contended", action="store_true", help="decode, quiet and with a busy core")
     ap.add_argument("--stages", nargs="+", default=[])
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -441,6 +612,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--no-pages", action="store_true", help="do not touch docs/stages/*.md")
     ap.add_argument("--readme", action="store_true", help="also rewrite the README's stage map")
+    ap.add_argument("--llama-bench", nargs="*", default=[], metavar="LABEL=PATH",
+                    help="llama-bench binaries to run interleaved with the stages (PATH alone: "
+                         "labelled llama.cpp)")
     args = ap.parse_args()
     if args.sampling:
         return bench_sampling(args.stages, (102400, 152064), max(args.runs, 50), args.out)
@@ -456,42 +630,50 @@ def main():
         ap.error("--model and --stages are required")
 
     model = os.path.abspath(args.model)
+    peers = parse_peers(args.llama_bench)
+    if args.contended:
+        return bench_contended(args.stages, peers, model, args.runs, args.gen_tokens, args.out)
     bytes_per_token = weight_bytes_per_token(model)
     prompt = make_prompt(args.stages[0], model, args.prompt_tokens)
     prompt_file = os.path.join(ROOT, "build", "bench-prompt.txt")
     with open(prompt_file, "w") as f:
         f.write(prompt)
-    results = {}
-    for s in args.stages:
-        results[s] = bench_stage(s, model, prompt_file, args)
-        r = results[s]
-        print(f"{s}: prefill {r['prefill_tok_s']:.2f} tok/s, decode {r['decode_tok_s']:.2f} tok/s, "
+    results, samples = bench_interleaved(args.stages, peers, model, prompt_file, args)
+    entries = list(args.stages) + [label for label, _ in peers]
+    for e in entries:
+        r = results[e]
+        print(f"{e}: prefill {r['prefill_tok_s']:.2f} tok/s, decode {r['decode_tok_s']:.2f} tok/s, "
               f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
 
     name = os.path.splitext(os.path.basename(model))[0]
     key = f"{name}-t{args.threads}"
     png = os.path.join(os.path.dirname(args.out), f"benchmarks-{key}.png")
-    have_chart = chart(results, args.stages, key, png)
+    have_chart = chart(results, entries, key, png)
     all_stages = sorted(os.path.basename(d) for d in glob.glob(os.path.join(ROOT, "stages", "[0-9][0-9]*_*")))
     only = "" if args.stages == all_stages else (
         'ONLY="' + " ".join(st.split("_")[0] for st in args.stages) + '" ')
+    llama = ' LLAMA_BENCH="' + " ".join(f"{label}=PATH" for label, _ in peers) + '"' if peers else ""
     cmd = (f"make bench {only}MODEL={os.path.relpath(model, ROOT)} THREADS={args.threads} "
-           f"RUNS={args.runs} PROMPT_TOKENS={args.prompt_tokens} GEN_TOKENS={args.gen_tokens}")
+           f"RUNS={args.runs} PROMPT_TOKENS={args.prompt_tokens} GEN_TOKENS={args.gen_tokens}{llama}")
+    order = ("; each run: every stage, then " + ", ".join(label for label, _ in peers)
+             + " (interleaved)") if peers else ""
     block = "\n".join([
         f"### {name}, {args.threads} thread(s)", "",
         f"Generated by `{cmd}` on {datetime.date.today()}; median of {args.runs} runs after one "
-        f"warm-up; {int(results[args.stages[0]]['prompt_tokens'])}-token prompt, "
+        f"warm-up{order}; {int(results[args.stages[0]]['prompt_tokens'])}-token prompt, "
         f"{args.gen_tokens} tokens decoded from a one-word prompt, greedy. Decode / read bandwidth: "
         f"each decode run's weight GB/s over the read GB/s of `build/membench "
         f"{MEMBENCH_ALONGSIDE[0]} {MEMBENCH_ALONGSIDE[1]}` measured right after it, median (this "
         f"VM's bandwidth drifts by 10-20% over minutes; the ratio compares rows measured at "
-        f"different times).", "",
-        *machine_lines(),
+        f"different times). Peak RSS: the largest of the runs' own (wait4).", "",
+        *machine_lines(), cpu_flags_line(),
         f"- model: `{os.path.relpath(model, ROOT)}`, {os.path.getsize(model) / 2**20:.1f} MiB; "
         f"weights read per decoded token: {bytes_per_token / 2**20:.1f} MiB",
-        f"- engine commands (per stage): {results[args.stages[0]]['cmd']}", "",
-        table(results, args.stages, bytes_per_token),
-        llama_cpp_line(model, args.threads, results, args.stages, bytes_per_token),
+        f"- engine commands (per stage): {results[args.stages[0]]['cmd']}",
+        *[peer_line(label, path) + f", run as {results[label]['cmd']}" for label, path in peers], "",
+        table(results, args.stages, bytes_per_token, [label for label, _ in peers]),
+        peer_comparison(args.stages[-1], peers, samples) +
+        roofline_line(args.stages[-1], results[args.stages[-1]], bytes_per_token),
         f"![tokens/s per stage]({os.path.basename(png)})\n" if have_chart else ""])
     text = open(args.out).read() if os.path.exists(args.out) else (
         "# Benchmarks\n\nEvery table here is written by `tools/bench.py` (`make bench`); "

@@ -35,6 +35,14 @@ constexpr int kMaxBatch = 512;
 /// step's SwiGLU splits into 6 slices).
 constexpr int64_t kElementwiseStep = 2048;
 
+/// w packed (matmul.h). When the packed copy replaces it, w's pages of the mapped file are
+/// released: the process then holds the weights once, not twice (7B Q4_0: 3.6 GB, not 7.2).
+PackedWeight pack_and_release(const Model& model, const Weight& w) {
+  PackedWeight p = pack_weight(w);
+  if (!p.data.empty()) model.file().release(w.data, static_cast<size_t>(w.rows) * w.row_bytes);
+  return p;
+}
+
 /// y (n,) += b (n,): a bias, or a block's output onto the residual stream.
 void add(float* y, const float* b, int n) {
   for (int i = 0; i < n; ++i) y[i] += b[i];
@@ -110,11 +118,12 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
   check(n_threads_ > 0, path, ": thread count must be positive, got ", n_threads_);
   omp_set_num_threads(n_threads_);  // Stage 04: every parallel loop uses this many threads
   // Stage 11: a copy of the weights, reordered (3.6 GB for a 7B Q4_0 model: load_ms in the stats).
+  auto pack = [&model](const Weight& w) { return pack_and_release(model, w); };
   for (const LayerWeights& l : model.layers()) {
-    layers_.push_back({pack_weight(l.wq), pack_weight(l.wk), pack_weight(l.wv), pack_weight(l.wo),
-                       pack_weight(l.w_gate), pack_weight(l.w_up), pack_weight(l.w_down)});
+    layers_.push_back({pack(l.wq), pack(l.wk), pack(l.wv), pack(l.wo), pack(l.w_gate), pack(l.w_up),
+                       pack(l.w_down)});
   }
-  output_ = pack_weight(model.output());
+  output_ = pack(model.output());
 }
 
 float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {
