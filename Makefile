@@ -117,7 +117,7 @@ train-tiny: build/01_naive/engine
 	$(PYTHON) tools/train_tiny.py --out data/models --engine build/01_naive/engine
 
 model-7b:
-	$(PYTHON) tools/make_models.py --preset deepseek-7b --out build/models
+	$(PYTHON) tools/make_models.py --preset deepseek-7b --output-type q4_0 --out build/models
 
 clean:
 	rm -rf build
