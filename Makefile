@@ -22,9 +22,10 @@ else
 endif
 
 # Stages with SIMD kernels (simd.h) are also tested as built with their scalar fallback only
-# (NN-scalar) and with the AVX2 path checked bit for bit against it (NN-avx2).
+# (NN-scalar), and with the native (NN-check) and AVX2 (NN-avx2) paths checked bit for bit
+# against it.
 SIMD_STAGES := $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/simd.h),$(s)))
-TEST_VARIANTS := $(foreach s,$(filter $(TEST_STAGES),$(SIMD_STAGES)),$(s)-scalar $(s)-avx2)
+TEST_VARIANTS := $(foreach s,$(filter $(TEST_STAGES),$(SIMD_STAGES)),$(s)-scalar $(s)-check $(s)-avx2)
 
 COMMON_SRC := $(filter-out common/main.cpp,$(wildcard common/*.cpp))
 COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
@@ -92,7 +93,10 @@ build/$(1)/bench_kernels: $$(OBJ_$(1)) build/$(1)/bench_kernels.o $(COMMON_OBJ)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 
--include $(wildcard build/*/*.d)
+-include $(wildcard build/*/*.d build/sanitize/*/*.d)
+
+# libFuzzer targets (make fuzz, make fuzz-long): tests/fuzz/fuzz.mk.
+-include tests/fuzz/fuzz.mk
 
 run: deps build/$(SEL)/engine
 	@echo "stage $(SEL), model $(MODEL)" >&2
@@ -227,3 +231,43 @@ bench-stream: $(foreach s,$(SIMD_STAGES),build/$(s)/bench_kernels)
 tune-panel: build/common/timing.o
 	bash tools/tune_panel.sh
 .PHONY: tune-panel
+
+# Sanitizers: the shared suite and the CLI checks built with clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer (its "undefined" group includes float-cast-overflow and alignment),
+# every report fatal, on the first, a middle and the final stage (SANITIZE_STAGES="..." for
+# others). Builds under build/sanitize/; needs Debian's clang and libomp-dev (installed here).
+SAN_CXX ?= clang++
+SANITIZE_STAGES ?= $(firstword $(STAGES)) $(filter 08_%,$(STAGES)) $(LAST)
+SAN_FLAGS := -std=c++20 -O1 -g -march=native -fno-omit-frame-pointer -Wall -Wextra -MMD -MP \
+  -Icommon -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/sanitize/common/%.o)
+SAN_TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/sanitize/tests/%.o)
+build/sanitize/common/%.o: common/%.cpp
+	@mkdir -p $(@D)
+	$(SAN_CXX) $(SAN_FLAGS) -c $< -o $@
+build/sanitize/tests/%.o: tests/%.cpp
+	@mkdir -p $(@D)
+	$(SAN_CXX) $(SAN_FLAGS) -Itests -DPROJECT_ROOT='"$(CURDIR)"' -c $< -o $@
+build/sanitize/tests/catch_main.o: tests/support/catch_main.cc
+	@mkdir -p $(@D)
+	$(SAN_CXX) $(SAN_FLAGS) -c $< -o $@
+define SANITIZE_RULES
+SAN_OBJ_$(1) := $$(patsubst stages/$(1)/%.cpp,build/sanitize/$(1)/%.o,$$(wildcard stages/$(1)/*.cpp))
+build/sanitize/$(1)/%.o: stages/$(1)/%.cpp
+	@mkdir -p $$(@D)
+	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) -Istages/$(1) -c $$< -o $$@
+build/sanitize/$(1)/main.o: common/main.cpp
+	@mkdir -p $$(@D)
+	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
+build/sanitize/$(1)/engine: $$(SAN_OBJ_$(1)) build/sanitize/$(1)/main.o $(SAN_COMMON_OBJ)
+	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+build/sanitize/$(1)/tests: $$(SAN_OBJ_$(1)) $(SAN_TEST_OBJ) build/sanitize/tests/catch_main.o $(SAN_COMMON_OBJ)
+	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+endef
+$(foreach s,$(SANITIZE_STAGES),$(eval $(call SANITIZE_RULES,$(s))))
+test-sanitize: deps
+	@bash tools/deps.sh clang libclang-rt-14-dev libomp-dev
+	@$(MAKE) --no-print-directory $(foreach s,$(SANITIZE_STAGES),build/sanitize/$(s)/tests build/sanitize/$(s)/engine)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  bash tests/run_all.sh $(SANITIZE_STAGES:%=sanitize/%)
+.PHONY: test-sanitize

@@ -1,9 +1,14 @@
 // cli.cpp: strict flag parsing. Every bad value is an Error that names the flag.
 #include "cli.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string_view>
 
@@ -13,8 +18,9 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxContext = 1 << 20;  // 1M positions: far past any DeepSeek dense model
-constexpr int kMaxPredict = 1 << 24;
+constexpr int kMaxPredict = 1 << 20;  // ~1M tokens: hours of text, but an end
 constexpr int kSeedFromClock = -1;
+constexpr uintmax_t kMaxPromptFileBytes = uintmax_t(64) << 20;  // 64 MiB: ~16M tokens of text
 
 // Parses the whole of text as a T; false on trailing junk or overflow.
 template <class T>
@@ -31,19 +37,40 @@ int parse_int_flag(const std::string& flag, const std::string& text, int lo, int
   return static_cast<int>(value);
 }
 
-float parse_float_flag(const std::string& flag, const std::string& text, float lo, float hi) {
+// A number in [lo, hi], or in (lo, hi] when lo_excluded.
+float parse_float_flag(const std::string& flag, const std::string& text, float lo, float hi,
+                       bool lo_excluded = false) {
   float value = 0;
-  if (!parse_number(text, value) || !std::isfinite(value) || value < lo || value > hi)
-    fail("invalid value '", text, "' for ", flag, ": expected a number in [", lo, ", ", hi, "]");
+  if (!parse_number(text, value) || !std::isfinite(value) || value < lo || value > hi ||
+      (lo_excluded && value == lo))
+    fail("invalid value '", text, "' for ", flag, ": expected a number in ",
+         lo_excluded ? "(" : "[", lo, ", ", hi, "]");
   return value;
 }
 
+// Reads a prompt file: a regular file of at most kMaxPromptFileBytes. A FIFO would block (or
+// never end), a device such as /dev/zero never ends, and a directory reads as nothing.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot read prompt file '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  check(fd >= 0, "cannot read prompt file '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const auto size = static_cast<uintmax_t>(st.st_size);
+  std::string text(regular && size <= kMaxPromptFileBytes ? size : 0, '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = read(fd, text.data() + done, text.size() - done);
+    if (n <= 0) break;  // an error, or the file shrank since fstat
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  check(regular, "prompt file '", path,
+        "' is not a regular file (a directory, FIFO or device); give a file, or the text with -p");
+  check(size <= kMaxPromptFileBytes, "prompt file '", path, "' has ", size, " bytes; at most ",
+        kMaxPromptFileBytes, " are read");
+  check(done == text.size(), "cannot read prompt file '", path, "'");
+  return text;
 }
 
 }  // namespace
@@ -85,8 +112,7 @@ CliOptions parse_cli(int argc, char** argv) {
     } else if (flag == "--top-k") {
       o.sampler.top_k = parse_int_flag(flag, value(), 0, 1 << 30);
     } else if (flag == "--top-p") {
-      o.sampler.top_p = parse_float_flag(flag, value(), 0.0f, 1.0f);
-      check(o.sampler.top_p > 0.0f, "invalid value '0' for --top-p: expected a number in (0, 1]");
+      o.sampler.top_p = parse_float_flag(flag, value(), 0.0f, 1.0f, /*lo_excluded=*/true);
     } else if (flag == "--tokenize") {
       o.tokenize_only = true;
     } else if (flag == "--dump-logits") {
@@ -114,7 +140,8 @@ std::string cli_usage(const char* program) {
     << "  -m, --model FILE      GGUF model (or a vocab-only GGUF with --tokenize)\n"
     << "  -p, --prompt TEXT     prompt to continue\n"
     << "  -f, --file FILE       read the prompt from FILE\n"
-    << "  -n, --n-predict N     tokens to generate (default 128; -1 = until end of text)\n"
+    << "  -n, --n-predict N     tokens to generate (default 128, at most " << kMaxPredict << ";\n"
+    << "                        -1 = until end of text or a full context)\n"
     << "  -t, --threads N       threads (default: physical cores; stages before 04 use 1)\n"
     << "  -c, --ctx-size N      KV cache length (default: model's, at most " << kDefaultContext
     << ")\n"

@@ -18,9 +18,10 @@ struct EngineOptions {
 class Engine {
  public:
   virtual ~Engine() = default;
-  /// Runs n_tokens tokens at positions pos, pos+1, ... (pos = tokens already run), appending
-  /// them to the KV cache. Returns the logits (n_vocab) after the last one; valid until the next
-  /// call.
+  /// Runs n_tokens tokens at positions pos, pos+1, ..., appending them to the KV cache. pos is
+  /// the number of tokens already run (continue) or 0 (start again); any other is an Error, since
+  /// the cache rows in between would hold nothing. Returns the logits (n_vocab) after the last
+  /// one; valid until the next call.
   virtual float* forward(const int* tokens, int n_tokens, int pos) = 0;
   /// KV cache positions.
   virtual int context_length() const = 0;

@@ -2,6 +2,7 @@
 #include "generate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "error.h"
 #include "timing.h"
@@ -15,6 +16,20 @@ Session::Session(Engine& engine, const Tokenizer& tokenizer, const SamplerParams
       show_special_(show_special),
       rng_(params.seed),
       logits_(n_vocab) {}
+
+namespace {
+
+/// Logits that are NaN or infinite mean the forward pass went wrong (non-finite weights in the
+/// file, or an overflow): say so, instead of sampling text from them.
+const float* checked_logits(const float* logits, int n_vocab) {
+  for (int i = 0; i < n_vocab; ++i) {
+    check(std::isfinite(logits[i]), "the forward pass gave a non-finite logit (token ", i, ": ",
+          logits[i], "); the model file's weights may hold NaN or infinity");
+  }
+  return logits;
+}
+
+}  // namespace
 
 // The last sampled token of a previous call is fed first, so a chat keeps it in its context.
 std::vector<int> Session::with_pending(const std::vector<int>& input) {
@@ -34,7 +49,7 @@ const float* Session::run(const std::vector<int>& input) {
         " tokens in all, the context holds ", n_ctx, " (raise -c)");
   const float* logits = engine_.forward(input.data(), n, pos_);
   pos_ += n;
-  return logits;
+  return checked_logits(logits, n_vocab_);
 }
 
 const float* Session::evaluate(const std::vector<int>& input) {
@@ -72,13 +87,16 @@ GenerationStats Session::generate(const std::vector<int>& input, int n_predict,
       stats.stop = StopReason::TokenLimit;
       break;
     }
-    if (!engine_.slides_past_context() && pos_ >= engine_.context_length()) {
+    // "Until the end of text" (n_predict < 0) also ends where the context does, even in a ring
+    // cache that could slide on: a model that never ends its text would otherwise never stop.
+    const bool may_slide = engine_.slides_past_context() && n_predict >= 0;
+    if (!may_slide && pos_ >= engine_.context_length()) {
       pending_ = token;
       stats.stop = StopReason::ContextFull;
       break;
     }
     start = now_ms();
-    logits = engine_.forward(&token, 1, pos_);
+    logits = checked_logits(engine_.forward(&token, 1, pos_), n_vocab_);
     stats.decode_ms += now_ms() - start;
     ++stats.decode_steps;
     ++pos_;

@@ -249,7 +249,9 @@ struct FileDescriptor {
 
 // Maps path read-only; returns the mapping and its size. Refuses non-files and empty files.
 void* map_file(const std::string& path, size_t* size) {
-  const FileDescriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer for ever; it is then refused
+  // as not a regular file. (The flag changes nothing for a regular file.)
+  const FileDescriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   check(file.fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   const bool stat_ok = fstat(file.fd, &st) == 0;  // before errno is read below

@@ -44,12 +44,12 @@ void print_stats(double load_ms, const GenerationStats& s, int threads) {
                per_second(s.decode_steps, s.decode_ms), threads, peak_rss_mb());
 }
 
-void report_stop(const GenerationStats& s, int n_ctx) {
-  if (s.stop == StopReason::ContextFull)
-    std::fprintf(stderr,
-                 "\n[context full: %d positions; stopped (raise -c, or use a stage with a ring KV "
-                 "cache)]\n",
-                 n_ctx);
+void report_stop(const GenerationStats& s, const Engine& engine) {
+  if (s.stop != StopReason::ContextFull) return;
+  std::fprintf(stderr, "\n[context full: %d positions; stopped (%s)]\n", engine.context_length(),
+               engine.slides_past_context()
+                   ? "-n -1 ends with the context: give -n N to slide past it, or raise -c"
+                   : "raise -c, or use a stage with a ring KV cache");
 }
 
 std::vector<int> prompt_tokens(const Tokenizer& tokenizer, const std::string& prompt) {
@@ -80,10 +80,12 @@ GenerationStats run_chat(Session& session, const Tokenizer& tokenizer, const GGU
   std::string line = o.prompt;
   for (bool first = true;; first = false) {
     if (interactive) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-      if (!std::getline(std::cin, line)) break;
-      if (line.empty()) continue;
+      // Empty lines are skipped without counting as a turn: the first real one opens the chat.
+      do {
+        std::fputs("> ", stdout);
+        std::fflush(stdout);
+      } while (std::getline(std::cin, line) && line.empty());
+      if (!std::cin) break;
     }
     std::string text = format_user_turn(tmpl, o.system_prompt, line, first, bos_text);
     if (!first) {  // close the previous reply; its end-of-generation token is already fed
@@ -120,6 +122,12 @@ int run(int argc, char** argv) {
   EngineOptions engine_options;
   engine_options.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(config.n_ctx_train, kDefaultContext);
   engine_options.n_threads = o.n_threads > 0 ? o.n_threads : physical_cores();
+  // More threads than CPUs only take turns on them (and each one costs a stack): cap, and say so.
+  if (const int cpus = usable_cpus(); engine_options.n_threads > cpus) {
+    std::fprintf(stderr, "warning: -t %d is more than the %d CPUs this process may use; using %d\n",
+                 engine_options.n_threads, cpus, cpus);
+    engine_options.n_threads = cpus;
+  }
   std::unique_ptr<Engine> engine = create_engine(model, engine_options);
   const double load_ms = now_ms() - start;
 
@@ -141,7 +149,7 @@ int run(int argc, char** argv) {
     std::fputs("\n", stdout);
   }
   std::fflush(stdout);  // the text ends before the stats line on a shared terminal
-  report_stop(stats, engine->context_length());
+  report_stop(stats, *engine);
   print_stats(load_ms, stats, engine->threads());
   return 0;
 }

@@ -149,9 +149,13 @@ class Binder {
     return *t;
   }
 
-  // W (rows, cols): ggml shape [cols, rows].
+  // W (rows, cols): ggml shape [cols, rows], aligned for its elements: 4 bytes for f32, 2 for
+  // f16 and for the quantized blocks (their scales are fp16), so that no kernel loads a float
+  // from a misaligned address (a file with general.alignment = 2 could place one there).
   Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const TensorInfo& t = shaped(name, {cols, rows}, alignof(uint16_t));  // fp16 scales
+    const TensorInfo* info = f_.find_tensor(name);
+    const bool is_f32 = info != nullptr && info->type == GGMLType::F32;
+    const TensorInfo& t = shaped(name, {cols, rows}, is_f32 ? alignof(float) : alignof(uint16_t));
     check(type_supported(t.type), f_.path(), ": tensor '", name, "' has type ",
           ggml_type_name(t.type), ", which this engine cannot compute with (supported: f32, f16, ",
           "q4_0, q8_0, q6_K)");

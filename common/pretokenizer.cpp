@@ -119,6 +119,53 @@ struct Span {
   size_t end;
 };
 
+// PCRE2's JIT keeps a backtracking frame on its own stack for each repetition of a group:
+// deepseek-v3's (?:(?!~)[\p{P}\p{S}])+ takes 8 bytes per character, so the default 32 KiB stack
+// ends at 4,094 punctuation characters ("JIT stack limit reached"). A subject gets a stack of
+// kJitStackPerByte bytes for each of its bytes (a character is at least one byte), at most
+// kMaxJitStack; the stack is reserved address space, and only the pages a match touches are used.
+constexpr size_t kDefaultJitStack = 32 * 1024;  // what PCRE2 uses without a match context
+constexpr size_t kJitStackPerByte = 16;
+constexpr size_t kMaxJitStack = size_t(256) << 20;
+
+// The match data and match context for the matches on one subject. Each split() has its own, so
+// a PreTokenizer holds no mutable state and may split on several threads at once.
+class Matcher {
+ public:
+  Matcher(size_t subject_bytes, const std::string& where)
+      : data_(pcre2_match_data_create(1, nullptr)), context_(pcre2_match_context_create(nullptr)) {
+    check(data_ != nullptr && context_ != nullptr, where, ": out of memory for regex match data");
+    const size_t wanted = std::min(kMaxJitStack, subject_bytes * kJitStackPerByte);
+    if (wanted > kDefaultJitStack) {
+      // nullptr when the space cannot be had: the matches then fall back to the interpreter.
+      stack_ = pcre2_jit_stack_create(kDefaultJitStack, wanted, nullptr);
+      if (stack_ != nullptr) pcre2_jit_stack_assign(context_, nullptr, stack_);
+    }
+  }
+  ~Matcher() {
+    pcre2_jit_stack_free(stack_);
+    pcre2_match_context_free(context_);
+    pcre2_match_data_free(data_);
+  }
+  Matcher(const Matcher&) = delete;
+  Matcher& operator=(const Matcher&) = delete;
+
+  /// pcre2_match's result for a match starting at byte start of subject [0, length).
+  int match(const pcre2_code* code, PCRE2_SPTR subject, size_t length, size_t start) {
+    const int rc = pcre2_match(code, subject, length, start, PCRE2_NO_UTF_CHECK, data_, context_);
+    if (rc != PCRE2_ERROR_JIT_STACKLIMIT) return rc;
+    // Past kMaxJitStack: the interpreter keeps its backtracking frames on the heap instead.
+    return pcre2_match(code, subject, length, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, data_,
+                       context_);
+  }
+  const PCRE2_SIZE* ovector() const { return pcre2_get_ovector_pointer(data_); }
+
+ private:
+  pcre2_match_data* data_;
+  pcre2_match_context* context_;
+  pcre2_jit_stack* stack_ = nullptr;
+};
+
 }  // namespace
 
 struct PreTokenizer::Regex {
@@ -181,9 +228,7 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   std::vector<Span> spans;
   if (!subject.empty()) spans.push_back({0, subject.size()});
   std::vector<Span> next;
-  const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
-      pcre2_match_data_create(1, nullptr), pcre2_match_data_free);
-  check(match != nullptr, where_, ": out of memory for regex match data");
+  Matcher matcher(subject.size(), where_);
 
   for (const auto& regex : regexes_) {
     next.clear();
@@ -193,14 +238,13 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
       size_t at = 0;   // where the next search starts, in bytes from the fragment's start
       size_t gap = 0;  // start of the text not yet covered by a match
       while (at < length) {
-        const int rc = pcre2_match(regex->code, fragment, length, at, PCRE2_NO_UTF_CHECK,
-                                   match.get(), nullptr);
+        const int rc = matcher.match(regex->code, fragment, length, at);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
           fail(where_, ": pre-tokenizer regex failed on a ", length,
                "-byte fragment: ", error_message(rc));
         }
-        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
+        const PCRE2_SIZE* ovector = matcher.ovector();
         const size_t m_begin = ovector[0];
         const size_t m_end = ovector[1];
         if (m_end == m_begin) {  // an empty match cuts nothing; step over one character

@@ -183,6 +183,33 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
 
 // ---- reference quantizers (ggml's quantize_row_*_ref rounding) ----
 
+namespace {
+
+/// A block holding a NaN or an infinity cannot be scaled to integers (converting NaN to int8 is
+/// undefined behaviour, and std::max skips NaN when finding the scale). Such a block gets scale
+/// NaN and zero quants, so every product with it is NaN and the run stops at the sampler ("logit
+/// ... is NaN") instead of printing text computed from garbage. Returns true when it did that.
+bool poison_block(const float* x, int n, uint16_t& d, void* quants, size_t quant_bytes) {
+  for (int j = 0; j < n; ++j) {
+    if (!std::isfinite(x[j])) {
+      d = uint16_t(kF16Infinity | kF16QuietBit);  // a quiet NaN
+      std::memset(quants, 0, quant_bytes);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// 1 / d, or 0 where that is not finite: d = 0, or |d| below ~3e-39, whose inverse overflows
+/// (x * inf would then reach an int8 cast). Such a d is 0 once stored as fp16 (its smallest step
+/// is 6e-8), so the block reads back as zeros whatever its quants are.
+float inverse_scale(float d) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  return std::isfinite(id) ? id : 0.0f;
+}
+
+}  // namespace
+
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
   check(n % kQK4_0 == 0, "quantize_row_q4_0: n = ", n, " is not a multiple of ", kQK4_0);
   constexpr int kHalf = kQK4_0 / 2;
@@ -191,6 +218,7 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
   constexpr int kMaxNibble = 15;
   for (int64_t b = 0; b < n / kQK4_0; ++b) {
     const float* x = src + b * kQK4_0;
+    if (poison_block(x, kQK4_0, dst[b].d, dst[b].qs, sizeof(dst[b].qs))) continue;
     float amax = 0.0f;
     float max = 0.0f;  // the element of largest magnitude, with its sign
     for (int j = 0; j < kQK4_0; ++j) {
@@ -200,7 +228,7 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
       }
     }
     const float d = max / kLevels;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = inverse_scale(d);
     dst[b].d = fp32_to_fp16(d);
     for (int j = 0; j < kHalf; ++j) {
       const int lo = std::min(kMaxNibble, int(int8_t(x[j] * id + kRoundingOffset)));
@@ -215,10 +243,11 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   constexpr float kMaxLevel = 127.0f;  // (1 << 7) - 1
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const float* x = src + b * kQK8_0;
+    if (poison_block(x, kQK8_0, dst[b].d, dst[b].qs, sizeof(dst[b].qs))) continue;
     float amax = 0.0f;
     for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / kMaxLevel;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = inverse_scale(d);
     dst[b].d = fp32_to_fp16(d);
     for (int j = 0; j < kQK8_0; ++j) dst[b].qs[j] = int8_t(std::round(x[j] * id));
   }

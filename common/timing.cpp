@@ -29,6 +29,15 @@ static bool read_int(const std::string& path, int& value) {
   return static_cast<bool>(in >> value);
 }
 
+int usable_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int logical = sched_getaffinity(0, sizeof(allowed), &allowed) == 0
+                          ? CPU_COUNT(&allowed)
+                          : static_cast<int>(std::thread::hardware_concurrency());
+  return logical > 0 ? logical : 1;
+}
+
 // Counts distinct (package, core) pairs among the CPUs this process may run on, so hyper-threads
 // sharing a core count once (the seed article measured +15% with threads = physical cores).
 int physical_cores() {

@@ -7,3 +7,5 @@ double now_ms();
 double peak_rss_mb();
 /// Physical cores (not hyper-threads), read from /sys; at least 1.
 int physical_cores();
+/// Logical CPUs this process may run on (its affinity mask), at least 1.
+int usable_cpus();

@@ -3,7 +3,9 @@
 #   N passed, M failed
 # where N and M count test cases: every Catch2 test case of every stage's suite, plus every
 # command-line check in tests/cli_test.sh, once per stage. A stage with SIMD kernels is also run
-# as NN-scalar (its scalar fallback) and NN-avx2 (AVX2 path, checked bit for bit against scalar).
+# as NN-scalar (its scalar fallback), NN-check (its native SIMD path) and NN-avx2 (the AVX2 path),
+# the last two checked bit for bit against the scalar kernels. The long run (a hidden test case,
+# [long]) counts once, for the last stage.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 total_pass=0
@@ -29,12 +31,26 @@ for stage in "$@"; do
   [ "$fail" -ne 0 ] && tail -n 60 "$log"
   cpass=0
   cfail=0
-  if [ -x "build/$stage/engine" ]; then  # build variants (NN-scalar, NN-avx2) have no engine
+  if [ -x "build/$stage/engine" ]; then  # build variants (NN-scalar, NN-check, NN-avx2) have no engine
     read -r cpass cfail < <(bash tests/cli_test.sh "$stage" | tail -n 1)
     echo "$stage: cli $cpass passed, $cfail failed"
   fi
   total_pass=$((total_pass + pass + cpass))
   total_fail=$((total_fail + fail + cfail))
 done
+# The long run (100,000 tokens through a ring, memory and speed steady): once, on the last
+# numbered stage given (it takes ~15 s).
+long_stage=$(printf '%s\n' "$@" | grep -E '^[0-9][0-9]_[a-z0-9_]+$' | tail -n 1)
+if [ -n "$long_stage" ]; then
+  log="build/$long_stage/tests-long.log"
+  if "build/$long_stage/tests" "[long]" >"$log" 2>&1; then
+    echo "$long_stage: long run passed"
+    total_pass=$((total_pass + 1))
+  else
+    echo "$long_stage: long run FAILED"
+    tail -n 40 "$log"
+    total_fail=$((total_fail + 1))
+  fi
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -7,9 +7,12 @@
 //   n_vocab <n>
 //   positions <T>     rows of <model>.logits.f32: float32 little-endian (T, n_vocab), the logits
 //                     after each of the first T prompt tokens
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <ctime>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +27,7 @@
 #include "engine.h"
 #include "error.h"
 #include "model.h"
+#include "support/gguf_builder.h"
 #include "support/paths.h"
 #include "tokenizer.h"
 
@@ -251,6 +255,24 @@ TEST_CASE("engine: the context limit and bad input raise Error", "[engine]") {
     CHECK_THROWS_AS(engine->forward(&bad[0], 1, 0), Error);
     CHECK_THROWS_AS(engine->forward(&bad[1], 1, 0), Error);
   }
+  SECTION("a position that leaves a gap in the cache is refused; 0 starts again") {
+    auto engine = make_engine(*loaded.model, n_ctx);
+    try {
+      engine->forward(&tokens[0], 1, 1);  // a fresh engine has nothing at position 0
+      FAIL("forward at position 1 of an empty cache");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("leaves a gap") != std::string::npos);
+    }
+    CHECK_NOTHROW(engine->forward(&tokens[0], 2, 0));
+    CHECK_THROWS_AS(engine->forward(&tokens[0], 1, 1), Error);  // rewinding is not continuing
+    CHECK_THROWS_AS(engine->forward(&tokens[0], 1, 3), Error);
+    CHECK_THROWS_AS(engine->forward(&tokens[0], 1, -1), Error);
+    const float* again = engine->forward(&tokens[0], 1, 0);  // start again: a fresh engine's logits
+    const std::vector<float> restarted(again, again + loaded.model->config().n_vocab);
+    auto fresh = make_engine(*loaded.model, n_ctx);
+    const float* first = fresh->forward(&tokens[0], 1, 0);
+    CHECK(std::equal(restarted.begin(), restarted.end(), first));
+  }
   SECTION("positions past the context") {
     auto engine = make_engine(*loaded.model, n_ctx);
     CHECK(engine->context_length() == n_ctx);
@@ -330,4 +352,165 @@ TEST_CASE("engine: stories260K stays fluent far past a small sliding context", "
   const std::string tail = text.substr(text.size() / 2);
   const auto spaces = std::count(tail.begin(), tail.end(), ' ');
   CHECK(spaces * 10 > static_cast<long>(tail.size()));  // words of English length, not noise
+}
+
+namespace {
+
+/// tiny-llama-f32 cut to its first layer (a file written to a temp dir). With one layer, a key
+/// and value depend only on their token and position, so what a ring cache computes after it
+/// wraps can be rebuilt from scratch: the sinks, then the tokens still in the ring.
+std::string first_layer_of(const LoadedModel& loaded) {
+  const ModelConfig& c = loaded.model->config();
+  GGUFBuilder b;
+  b.add_string("general.architecture", "llama");
+  b.add_u32("llama.context_length", c.n_ctx_train);
+  b.add_u32("llama.embedding_length", c.n_embd);
+  b.add_u32("llama.block_count", 1);
+  b.add_u32("llama.feed_forward_length", c.n_ff);
+  b.add_u32("llama.attention.head_count", c.n_head);
+  b.add_u32("llama.attention.head_count_kv", c.n_head_kv);
+  b.add_f32("llama.attention.layer_norm_rms_epsilon", c.rms_eps);
+  b.add_f32("llama.rope.freq_base", c.rope.freq_base);
+  for (const TensorInfo& t : loaded.file->tensors()) {
+    if (t.name.rfind("blk.", 0) == 0 && t.name.rfind("blk.0.", 0) != 0) continue;
+    b.add_tensor(t.name, t.type, t.ne, std::string(static_cast<const char*>(t.data), t.nbytes));
+  }
+  return b.write_temp("tiny-llama-first-layer.gguf");
+}
+
+}  // namespace
+
+// Stage 06 on: once the ring has wrapped, a query at position p attends to the kSinkTokens = 4
+// sink tokens, placed just before the oldest key still in the ring, and the n_ctx - 4 newest
+// tokens. A fresh engine fed exactly those tokens from position 0 sees the same query-key
+// distances (RoPE scores depend only on them), so with one layer it computes the same logits.
+TEST_CASE("engine: after a wrap, the sink keys sit just before the oldest key in the ring",
+          "[engine]") {
+  const LoadedModel full = load(project_path("data/models/tiny-llama-f32.gguf"));
+  const LoadedModel one = load(first_layer_of(full));
+  REQUIRE(one.model->config().n_layer == 1);
+  const int n_vocab = one.model->config().n_vocab;
+  constexpr int kContext = 16;
+  constexpr int kSinks = 4;
+  constexpr int kTokens = 3 * kContext;
+  auto ring = make_engine(*one.model, kContext);
+  if (!ring->slides_past_context()) {
+    WARN("this stage stops at the context limit (ring KV cache from stage 06 on)");
+    return;
+  }
+  std::vector<int> tokens(kTokens);
+  for (int p = 0; p < kTokens; ++p) tokens[p] = (p * 37 + 11) % n_vocab;
+  for (int p = 0; p < kTokens; ++p) {
+    const float* logits = ring->forward(&tokens[p], 1, p);
+    if (p < kContext) continue;
+    // The sinks, then positions p - (kContext - kSinks) + 1 .. p.
+    std::vector<int> seen(tokens.begin(), tokens.begin() + kSinks);
+    seen.insert(seen.end(), tokens.begin() + p - (kContext - kSinks) + 1, tokens.begin() + p + 1);
+    REQUIRE(seen.size() == size_t(kContext));
+    auto fresh = make_engine(*one.model, kContext);
+    const float* expected = fresh->forward(seen.data(), kContext, 0);
+    check_logits(logits, std::vector<float>(expected, expected + n_vocab).data(), n_vocab,
+                 logit_tolerance(*one.model), "position " + std::to_string(p));
+  }
+}
+
+// A prompt batch that ends exactly at the end of the ring, or runs past it, computes what the
+// same tokens one at a time compute, and so does every token after it.
+TEST_CASE("engine: a batch that reaches the end of the ring equals token-by-token", "[engine]") {
+  const LoadedModel loaded = load(project_path("data/models/tiny-llama-f32.gguf"));
+  const int n_vocab = loaded.model->config().n_vocab;
+  constexpr int kContext = 16;
+  constexpr int kTokens = 3 * kContext;
+  if (!make_engine(*loaded.model, kContext)->slides_past_context()) {
+    WARN("this stage stops at the context limit (ring KV cache from stage 06 on)");
+    return;
+  }
+  std::vector<int> tokens(kTokens);
+  for (int p = 0; p < kTokens; ++p) tokens[p] = (p * 53 + 5) % n_vocab;
+  std::vector<std::vector<float>> one_by_one;
+  auto single = make_engine(*loaded.model, kContext);
+  for (int p = 0; p < kTokens; ++p) {
+    const float* l = single->forward(&tokens[p], 1, p);
+    one_by_one.emplace_back(l, l + n_vocab);
+  }
+  for (int batch : {kContext, kContext + 5}) {
+    auto batched = make_engine(*loaded.model, kContext);
+    const float* logits = batched->forward(tokens.data(), batch, 0);
+    check_logits(logits, one_by_one[batch - 1].data(), n_vocab, logit_tolerance(*loaded.model),
+                 "batch of " + std::to_string(batch));
+    for (int p = batch; p < kTokens; ++p) {
+      logits = batched->forward(&tokens[p], 1, p);
+      check_logits(logits, one_by_one[p].data(), n_vocab, logit_tolerance(*loaded.model),
+                   "after a batch of " + std::to_string(batch) + ", position " + std::to_string(p));
+    }
+  }
+}
+
+namespace {
+
+/// Resident memory of this process in bytes (/proc/self/statm's second field, in pages).
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total_pages = 0, resident_pages = 0;
+  statm >> total_pages >> resident_pages;
+  return resident_pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+/// CPU time this process has used, in milliseconds.
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
+
+// Hidden ([.]): tests/run_all.sh runs it once, on the final stage. The default model generates
+// 100,000 tokens through a 256-position ring (never stopping at an end token: one is replaced by
+// the next id). Memory must stay flat (the cache and scratch are allocated up front) and every
+// 10,000-token window take about as long as the first (a ring's cost does not grow with length).
+TEST_CASE("engine: 100,000 tokens past the context with memory flat and no slowdown",
+          "[.][long]") {
+  const LoadedModel loaded = load(project_path("data/models/tiny-kjv-q4_0.gguf"));
+  const Tokenizer tokenizer(*loaded.file);
+  const int n_vocab = loaded.model->config().n_vocab;
+  constexpr int kContext = 256;
+  constexpr int kTokens = 100000;
+  constexpr int kWindow = 10000;
+  constexpr size_t kRssSlack = size_t(4) << 20;  // allocator noise, not growth per token
+  constexpr double kSlowdown = 2.0;              // a noisy machine, not a cost that grows
+  // One thread, timed by the CPU time it uses: other work on the machine does not count.
+  EngineOptions options;
+  options.n_ctx = kContext;
+  options.n_threads = 1;
+  auto engine = create_engine(*loaded.model, options);
+  REQUIRE(engine->slides_past_context());
+  SamplerParams params;
+  params.seed = 7;
+  Rng rng(params.seed);
+  std::vector<Candidate> candidates;
+  std::vector<float> logits(n_vocab);
+  int token = tokenizer.bos();
+  size_t rss_first = 0;
+  double first_ms = 0, slowest_ms = 0;
+  double window_start = cpu_ms();
+  for (int pos = 0; pos < kTokens; ++pos) {
+    const float* out = engine->forward(&token, 1, pos);
+    std::copy(out, out + n_vocab, logits.begin());
+    token = sample_token(logits.data(), n_vocab, params, rng, candidates);
+    if (tokenizer.is_end_of_generation(token)) token = (token + 1) % n_vocab;
+    if ((pos + 1) % kWindow != 0) continue;
+    const double now = cpu_ms();
+    const double ms = now - window_start;
+    window_start = now;
+    const size_t rss = resident_bytes();
+    INFO("tokens " << pos + 1 << ": window " << ms << " ms, RSS " << rss / 1024 << " KiB");
+    if (pos + 1 == kWindow) {
+      rss_first = rss;
+      first_ms = ms;
+    }
+    slowest_ms = std::max(slowest_ms, ms);
+    CHECK(rss <= rss_first + kRssSlack);
+    CHECK(slowest_ms <= kSlowdown * first_ms);
+  }
 }

@@ -398,3 +398,26 @@ TEST_CASE("model: stories260K loads", "[model]") {
   CHECK_FALSE(c.tied_output);
   CHECK(model.layers()[4].wk.rows == 32);
 }
+
+TEST_CASE("model: an f32 matrix must be 4-byte aligned, even where general.alignment is 2",
+          "[model]") {
+  // A 2-byte tensor first, in a file aligned to 2, moves token_embd.weight (f32) by 2 bytes. The
+  // data section's own start depends on the header's length, so one of two pad sizes (1 or 2
+  // f16 values) leaves token_embd at an address = 2 mod 4.
+  bool tried = false;
+  for (int pad : {1, 2}) {
+    TinyModel m;
+    m.extra_kv = [pad](GGUFBuilder& b) {
+      b.set_alignment(2);
+      b.add_tensor("pad", GGMLType::F16, {pad}, std::string(size_t(2 * pad), '\0'));
+    };
+    const std::string path = m.build("align2-pad" + std::to_string(pad) + ".gguf");
+    const GGUFFile f(path);
+    if (reinterpret_cast<uintptr_t>(f.find_tensor("token_embd.weight")->data) % alignof(float) == 0)
+      continue;
+    tried = true;
+    require_load_error(m, "align2-pad" + std::to_string(pad) + ".gguf",
+                       "tensor 'token_embd.weight' data is not 4-byte aligned");
+  }
+  CHECK(tried);
+}

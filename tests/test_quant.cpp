@@ -283,3 +283,38 @@ TEST_CASE("quant: quantize then dequantize stays within the step size", "[quant]
   }
   CHECK_THROWS_AS(quantize_row_q4_0(x.data(), q4.data(), 31), Error);
 }
+
+TEST_CASE("quant: a block with NaN or infinity quantizes to a NaN scale, never an int8 cast",
+          "[quant]") {
+  const float kBad[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity()};
+  for (float bad : kBad) {
+    INFO("bad value " << bad);
+    std::vector<float> x(64, 0.5f);
+    x[33] = bad;  // second block only
+    BlockQ4_0 q4[2];
+    BlockQ8_0 q8[2];
+    quantize_row_q4_0(x.data(), q4, 64);
+    quantize_row_q8_0(x.data(), q8, 64);
+    CHECK(std::isnan(fp16_to_fp32(q4[1].d)));
+    CHECK(std::isnan(fp16_to_fp32(q8[1].d)));
+    for (int j = 0; j < 16; ++j) CHECK(q4[1].qs[j] == 0);
+    for (int j = 0; j < 32; ++j) CHECK(q8[1].qs[j] == 0);
+    CHECK(std::isfinite(fp16_to_fp32(q4[0].d)));  // the clean block is untouched
+    CHECK(fp16_to_fp32(q8[0].d) == fp16_to_fp32(fp32_to_fp16(0.5f / 127.0f)));
+    std::vector<float> y(64);
+    dequantize_row(GGMLType::Q8_0, q8, y.data(), 64);
+    CHECK(std::isnan(y[40]));  // the whole bad block reads back as NaN
+  }
+  // A block too small for its inverse scale to be finite (1 / (1e-39 / 127) overflows) reads back
+  // as zeros, as its fp16 scale is 0, and never casts infinity to int8.
+  std::vector<float> tiny(32, 1e-39f);
+  BlockQ4_0 q4;
+  BlockQ8_0 q8;
+  quantize_row_q4_0(tiny.data(), &q4, 32);
+  quantize_row_q8_0(tiny.data(), &q8, 32);
+  CHECK(fp16_to_fp32(q8.d) == 0.0f);
+  for (int j = 0; j < 32; ++j) CHECK(q8.qs[j] == 0);
+  CHECK(fp16_to_fp32(q4.d) == 0.0f);
+  for (int j = 0; j < 16; ++j) CHECK(q4.qs[j] == 0x88);
+}

@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "pretokenizer.h"
 #include "support/gguf_builder.h"
 #include "support/paths.h"
 #include "tokenizer.h"
@@ -396,6 +397,64 @@ TEST_CASE("tokenizer: CJK, emoji and invalid UTF-8", "[tokenizer]") {
   for (const std::string pre : {"gpt-2", "deepseek-coder", "deepseek-v3", "deepseek-r1-qwen"}) {
     CHECK_NOTHROW(v.tokenizer(pre)->encode("x\xC0\x80\xED\xA0\x80\xF5 \xE4\xB8", false));
   }
+}
+
+// PCRE2's JIT stack held 4,093 characters of one deepseek-v3 punctuation run (8 bytes each of
+// its default 32 KiB); the 4,094th gave "JIT stack limit reached".
+TEST_CASE("tokenizer: deepseek-v3 takes punctuation runs past the default JIT stack",
+          "[tokenizer]") {
+  const BpeVocab v = test_vocab();
+  auto t = v.tokenizer("deepseek-v3");
+  constexpr size_t kPastDefaultStack = 4094;
+  CHECK(t->encode(std::string(kPastDefaultStack, '!'), false) == Ids(kPastDefaultStack, '!'));
+  // Each invalid byte is a U+FFFD, a symbol too: three byte tokens apiece.
+  const Ids ids = t->encode(std::string(kPastDefaultStack, '\xFF'), false);
+  CHECK(ids.size() == 3 * kPastDefaultStack);
+  CHECK(t->decode(ids).size() == 3 * kPastDefaultStack);
+}
+
+namespace {
+
+// Runs of 1 MB of one kind of character through pre: the words must spell the whole text, each
+// invalid byte as U+FFFD. (0.14 to 0.28 s per pre-tokenizer at -O3 on 2 cores; one word per
+// digit or newline is what costs.)
+void check_megabyte_runs(const std::string& pre) {
+  constexpr size_t kRunBytes = size_t(1) << 20;
+  const PreTokenizer p(pre, "test");
+  for (const std::string unit : {"!", "a", "7", " ", "\xFF", "中"}) {
+    INFO("pre " << pre << ", a run of '" << unit << "'");
+    std::string text;
+    while (text.size() < kRunBytes) text += unit;
+    std::string valid;  // the text as the pre-tokenizer reads it
+    for (uint32_t cp : utf8::decode(text)) utf8::append(valid, cp);
+    std::string joined;
+    for (const std::string& word : p.split(text)) joined += word;
+    CHECK(joined == spelled(valid));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: 1 MB runs, deepseek-llm", "[tokenizer]") {
+  check_megabyte_runs("deepseek-llm");
+}
+TEST_CASE("tokenizer: 1 MB runs, deepseek-coder", "[tokenizer]") {
+  check_megabyte_runs("deepseek-coder");
+}
+TEST_CASE("tokenizer: 1 MB runs, deepseek-v3", "[tokenizer]") {
+  check_megabyte_runs("deepseek-v3");
+}
+TEST_CASE("tokenizer: 1 MB runs, qwen2", "[tokenizer]") {
+  check_megabyte_runs("qwen2");
+}
+TEST_CASE("tokenizer: 1 MB runs, llama3", "[tokenizer]") {
+  check_megabyte_runs("llama3");
+}
+TEST_CASE("tokenizer: 1 MB runs, gpt-2", "[tokenizer]") {
+  check_megabyte_runs("gpt-2");
+}
+TEST_CASE("tokenizer: 1 MB runs, default", "[tokenizer]") {
+  check_megabyte_runs("default");
 }
 
 TEST_CASE("tokenizer: user-defined and control tokens", "[tokenizer]") {

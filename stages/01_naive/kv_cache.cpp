@@ -26,11 +26,14 @@ KVCache::KVCache(int n_layer, int n_ctx, int kv_dim)
       k_(new float[cache_floats(n_layer, n_ctx, kv_dim)]),
       v_(new float[cache_floats(n_layer, n_ctx, kv_dim)]) {}
 
-void KVCache::check_room(int pos, int n_tokens) const {
-  check(pos >= 0 && n_tokens >= 0, "KV cache: bad position ", pos, " for ", n_tokens, " tokens");
+void KVCache::claim(int pos, int n_tokens) {
+  check(n_tokens >= 0, "KV cache: bad token count ", n_tokens);
+  check(pos == length_ || pos == 0, "KV cache: position ", pos, " leaves a gap: ", length_,
+        " positions are cached (continue at ", length_, ", or start again at 0)");
   check(static_cast<int64_t>(pos) + n_tokens <= n_ctx_, "context full: positions ", pos, "..",
         static_cast<int64_t>(pos) + n_tokens - 1, " do not fit a context of ", n_ctx_,
         " positions");
+  length_ = pos + n_tokens;
 }
 
 void KVCache::store(int layer, int pos, const float* k, const float* v) {

@@ -15,8 +15,12 @@ class KVCache {
   int capacity() const { return n_ctx_; }
   /// False: positions past capacity() are refused, never wrapped.
   bool slides() const { return false; }
-  /// Throws Error("context full ...") unless positions pos .. pos + n_tokens - 1 fit.
-  void check_room(int pos, int n_tokens) const;
+  /// Positions cached so far: forward() continues at length(), or starts again at 0.
+  int length() const { return length_; }
+  /// Counts positions pos .. pos + n_tokens - 1 as cached. Throws Error for a gap (pos other
+  /// than length() or 0: the rows in between would hold nothing) or ("context full ...") unless
+  /// they fit.
+  void claim(int pos, int n_tokens);
 
   /// Copies k and v (kv_dim floats each) into the rows of position pos in layer.
   void store(int layer, int pos, const float* k, const float* v);
@@ -34,6 +38,7 @@ class KVCache {
 
   int n_ctx_;
   int kv_dim_;
+  int length_ = 0;
   std::unique_ptr<float[]> k_;  ///< (n_layer, n_ctx, kv_dim)
   std::unique_ptr<float[]> v_;  ///< (n_layer, n_ctx, kv_dim)
 };

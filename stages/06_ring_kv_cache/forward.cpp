@@ -90,11 +90,11 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
 
 float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {
   check(n_tokens > 0, "forward: no tokens to run");
-  cache_.check_room(pos, n_tokens);
   for (int i = 0; i < n_tokens; ++i) {
     check(tokens[i] >= 0 && tokens[i] < config_.n_vocab, "forward: token id ", tokens[i],
           " is outside the vocabulary of ", config_.n_vocab);
   }
+  cache_.claim(pos, n_tokens);
   for (int i = 0; i < n_tokens; ++i) run_token(tokens[i], pos + i);
 
   // Logits for the last token only: the output matrix is the largest of the model.

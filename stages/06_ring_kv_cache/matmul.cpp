@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "error.h"
+#include "parallel.h"
 #include "quant.h"
 
 namespace {
@@ -129,10 +130,14 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens,
   const float* fp16 = fp16_table().value;
   // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d): threads take contiguous shares of the rows, so
   // each streams its own part of W once and reuses it for every token.
+  ParallelError error;  // dot_row() throws for a type it lacks: not out of the region (parallel.h)
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < w.rows; ++r) {
-    for (int t = 0; t < n_tokens; ++t) y[t * w.rows + r] = dot_row(w, r, x + t * w.cols, fp16);
+    error.guard([&] {
+      for (int t = 0; t < n_tokens; ++t) y[t * w.rows + r] = dot_row(w, r, x + t * w.cols, fp16);
+    });
   }
+  error.rethrow();
 }
 
 // Every product and sum here is fp32, so the logits stay within ~1e-6 of their scale of the

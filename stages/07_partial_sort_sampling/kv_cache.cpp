@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "engine.h"
 #include "error.h"
@@ -30,8 +31,13 @@ KVCache::KVCache(int n_layer, int n_ctx, int kv_dim)
       v_(new float[cache_floats(n_layer, n_ctx, kv_dim)]),
       sink_keys_(new float[static_cast<size_t>(n_layer) * n_sinks_ * kv_dim]) {}
 
-void KVCache::check_room(int pos, int n_tokens) const {
-  check(pos >= 0 && n_tokens >= 0, "KV cache: bad position ", pos, " for ", n_tokens, " tokens");
+void KVCache::claim(int pos, int n_tokens) {
+  check(n_tokens >= 0, "KV cache: bad token count ", n_tokens);
+  check(pos == length_ || pos == 0, "KV cache: position ", pos, " leaves a gap: ", length_,
+        " positions are cached (continue at ", length_, ", or start again at 0)");
+  check(int64_t(pos) + n_tokens <= std::numeric_limits<int>::max(), "KV cache: positions past ",
+        std::numeric_limits<int>::max());
+  length_ = pos + n_tokens;
 }
 
 void KVCache::store(int layer, int pos, const float* k, const float* v) {

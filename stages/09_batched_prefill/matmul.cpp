@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "error.h"
+#include "parallel.h"
 #include "quant.h"
 #include "simd.h"
 
@@ -229,14 +230,18 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
   // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d): threads take contiguous shares of the rows, so
   // each streams its own part of W once and reuses it for every token. Stage 08: in steps of
   // simd::kRowsPerStep rows, which the SIMD kernels compute together.
+  ParallelError error;  // dot_rows() throws for a type it lacks: not out of the region (parallel.h)
 #pragma omp parallel for schedule(static)
   for (int64_t r0 = 0; r0 < w.rows; r0 += simd::kRowsPerStep) {
-    const int64_t n_rows = std::min<int64_t>(simd::kRowsPerStep, w.rows - r0);
-    for (int t = 0; t < n_tokens; ++t) {
-      const Activations a = {x + t * w.cols, xq == nullptr ? nullptr : xq + t * x_blocks};
-      dot_rows(w, r0, n_rows, a, y + t * w.rows + r0, fp16);
-    }
+    error.guard([&] {
+      const int64_t n_rows = std::min<int64_t>(simd::kRowsPerStep, w.rows - r0);
+      for (int t = 0; t < n_tokens; ++t) {
+        const Activations a = {x + t * w.cols, xq == nullptr ? nullptr : xq + t * x_blocks};
+        dot_rows(w, r0, n_rows, a, y + t * w.rows + r0, fp16);
+      }
+    });
   }
+  error.rethrow();
   if (kCheckAgainstScalar) check_against_scalar(w, x, xq, y, n_tokens, fp16);
 }
 

@@ -23,8 +23,11 @@ class KVCache {
   int capacity() const { return n_ctx_; }
   /// True: positions past capacity() overwrite the oldest non-sink slot.
   bool slides() const { return true; }
-  /// Throws Error for a negative position; any position fits a ring.
-  void check_room(int pos, int n_tokens) const;
+  /// Positions cached so far: forward() continues at length(), or starts again at 0.
+  int length() const { return length_; }
+  /// Counts positions pos .. pos + n_tokens - 1 as cached. Throws Error for a gap (pos other
+  /// than length() or 0: the slots in between would hold nothing); any length fits a ring.
+  void claim(int pos, int n_tokens);
 
   /// Copies k and v (kv_dim floats each) into the slot of position pos in layer.
   void store(int layer, int pos, const float* k, const float* v);
@@ -50,8 +53,9 @@ class KVCache {
 
   int n_ctx_;
   int kv_dim_;
-  int n_sinks_;                 ///< kSinkTokens, or 0 when the context is too short to spare them
-  std::unique_ptr<float[]> k_;  ///< (n_layer, n_ctx, kv_dim)
-  std::unique_ptr<float[]> v_;  ///< (n_layer, n_ctx, kv_dim)
+  int n_sinks_;  ///< kSinkTokens, or 0 when the context is too short to spare them
+  int length_ = 0;
+  std::unique_ptr<float[]> k_;          ///< (n_layer, n_ctx, kv_dim)
+  std::unique_ptr<float[]> v_;          ///< (n_layer, n_ctx, kv_dim)
   std::unique_ptr<float[]> sink_keys_;  ///< (n_layer, n_sinks, kv_dim), before RoPE
 };

@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "error.h"
+#include "parallel.h"
 #include "quant.h"
 #include "simd.h"
 
@@ -295,17 +296,21 @@ void linear(const PackedWeight& p, const float* x, float* y, int n_tokens, Matmu
   const int64_t chunk_rows =
       std::max<int64_t>(tile, static_cast<int64_t>(kChunkBytes / w.row_bytes) / tile * tile);
   const int64_t n_tiles = (w.rows + tile - 1) / tile;
+  ParallelError error;  // dot_rows() throws for a type it lacks: not out of the region (parallel.h)
 #pragma omp parallel
   {
     const int64_t n_threads = omp_get_num_threads();
     const int64_t id = omp_get_thread_num();
     const int64_t begin = n_tiles * id / n_threads * tile;
     const int64_t end = std::min<int64_t>(w.rows, n_tiles * (id + 1) / n_threads * tile);
-    for (int64_t r0 = begin; r0 < end; r0 += chunk_rows) {
-      const int64_t n_rows = std::min<int64_t>(chunk_rows, end - r0);
-      dot_rows(p, r0, n_rows, x, xq, n_tokens, y + r0, fp16);
-    }
+    error.guard([&] {
+      for (int64_t r0 = begin; r0 < end; r0 += chunk_rows) {
+        const int64_t n_rows = std::min<int64_t>(chunk_rows, end - r0);
+        dot_rows(p, r0, n_rows, x, xq, n_tokens, y + r0, fp16);
+      }
+    });
   }
+  error.rethrow();
   if (kCheckAgainstScalar) check_against_scalar(w, x, xq, y, n_tokens, fp16);
 }
 

@@ -29,6 +29,18 @@ namespace {
 /// Stage 09: tokens per batch. 512 is llama.cpp's default batch and the pp512 benchmark; the
 /// activations of a 7B model's batch take ~110 MB.
 constexpr int kMaxBatch = 512;
+/// A batch's activations take at most this many bytes (a 7B model's 512 tokens take ~100 MB):
+/// a file with very wide rows (n_ff = 2^20) gets fewer tokens per batch, not gigabytes.
+constexpr size_t kMaxBatchBytes = size_t(128) << 20;
+
+/// Tokens per batch: kMaxBatch, or fewer for a short context or wide rows.
+int batch_tokens(const ModelConfig& c, int n_ctx) {
+  // x, xb, xb2, q, att (d or n_head * hd each), k, v (kv_dim), and two rows of n_ff.
+  const size_t row_floats = 5 * size_t(std::max(c.n_embd, c.n_head * c.head_dim)) +
+                            2 * size_t(c.kv_dim()) + 2 * size_t(c.n_ff);
+  const size_t fit = std::max<size_t>(1, kMaxBatchBytes / (row_floats * sizeof(float)));
+  return static_cast<int>(std::max<size_t>(1, std::min({size_t(kMaxBatch), size_t(n_ctx), fit})));
+}
 
 /// Stage 12: elements of an elementwise kernel a thread takes at a time (11008 / 2048: a decode
 /// step's SwiGLU splits into 6 slices).
@@ -95,7 +107,7 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
     : model_(model),
       config_(model.config()),
       n_threads_(options.n_threads),
-      max_batch_(std::max(1, std::min(kMaxBatch, options.n_ctx))),
+      max_batch_(batch_tokens(model.config(), options.n_ctx)),
       cache_(config_.n_layer, options.n_ctx, config_.kv_dim()),
       x_(static_cast<size_t>(max_batch_) * config_.n_embd),
       xb_(static_cast<size_t>(max_batch_) * config_.n_embd),
@@ -127,11 +139,11 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
 
 float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {
   check(n_tokens > 0, "forward: no tokens to run");
-  cache_.check_room(pos, n_tokens);
   for (int i = 0; i < n_tokens; ++i) {
     check(tokens[i] >= 0 && tokens[i] < config_.n_vocab, "forward: token id ", tokens[i],
           " is outside the vocabulary of ", config_.n_vocab);
   }
+  cache_.claim(pos, n_tokens);
   // Stage 09: batches of up to max_batch_ tokens. A batch never wraps the ring (a slot it
   // overwrote could still be needed by an earlier token of the same batch), so from the wrap on,
   // tokens go one at a time, as at decode time.

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "error.h"
+#include "parallel.h"
 #include "quant.h"
 #include "simd.h"
 
@@ -297,18 +298,24 @@ void linear(const PackedWeight& p, const float* x, float* y, int n_tokens, Matmu
   // thread did all of it while the other spun); then each takes the next chunk of rows as soon
   // as it is done with one (dynamic schedule), so the two finish within one chunk of each other
   // (a fixed half each left one thread waiting at the end of every call).
+  // Each iteration is guarded, not the region: a thread that threw still meets the others at
+  // the loops' barriers (parallel.h).
+  ParallelError error;
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < n_x_blocks; b += kQuantizeStep) {
-      quantize_activations(x, b, std::min(n_x_blocks, b + kQuantizeStep), xq);
+      error.guard([&] { quantize_activations(x, b, std::min(n_x_blocks, b + kQuantizeStep), xq); });
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const int64_t r0 = c * chunk_rows;
-      dot_rows(p, r0, std::min(chunk_rows, w.rows - r0), x, xq, n_tokens, y + r0, fp16);
+      error.guard([&] {
+        dot_rows(p, r0, std::min(chunk_rows, w.rows - r0), x, xq, n_tokens, y + r0, fp16);
+      });
     }
   }
+  error.rethrow();
   if (kCheckAgainstScalar) check_against_scalar(w, x, xq, y, n_tokens, fp16);
 }
 

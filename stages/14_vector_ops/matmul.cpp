@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "error.h"
+#include "parallel.h"
 #include "quant.h"
 #include "simd.h"
 
@@ -322,22 +323,28 @@ void linear(std::initializer_list<LinearPart> parts, const float* x, int n_token
   // thread did all of it while the other spun); then each takes the next chunk of rows as soon
   // as it is done with one (dynamic schedule), so the two finish within one chunk of each other
   // (a fixed half each left one thread waiting at the end of every call).
+  // Each iteration is guarded, not the region: a thread that threw still meets the others at
+  // the loops' barriers (parallel.h).
+  ParallelError error;
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < n_x_blocks; b += kQuantizeStep) {
-      quantize_activations(x, b, std::min(n_x_blocks, b + kQuantizeStep), xq);
+      error.guard([&] { quantize_activations(x, b, std::min(n_x_blocks, b + kQuantizeStep), xq); });
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < n_chunks; ++c) {
-      int part = 0;
-      while (c >= first_chunk[part + 1]) ++part;
-      const LinearPart& lp = parts.begin()[part];
-      const int64_t r0 = (c - first_chunk[part]) * chunk_rows[part];
-      dot_rows(lp.w, r0, std::min(chunk_rows[part], lp.w.source.rows - r0), x, xq, n_tokens,
-               lp.y + r0, fp16);
+      error.guard([&] {
+        int part = 0;
+        while (c >= first_chunk[part + 1]) ++part;
+        const LinearPart& lp = parts.begin()[part];
+        const int64_t r0 = (c - first_chunk[part]) * chunk_rows[part];
+        dot_rows(lp.w, r0, std::min(chunk_rows[part], lp.w.source.rows - r0), x, xq, n_tokens,
+                 lp.y + r0, fp16);
+      });
     }
   }
+  error.rethrow();
   if (kCheckAgainstScalar) {
     for (const LinearPart& part : parts)
       check_against_scalar(part.w.source, x, xq, part.y, n_tokens, fp16);

@@ -28,9 +28,10 @@ int argmax(const float* logits, int n_vocab) {
 int sample_token(float* logits, int n_vocab, const SamplerParams& params, Rng& rng,
                  std::vector<Candidate>& candidates) {
   check(n_vocab > 0, "sample_token: empty vocabulary");
-  // A NaN would break the ranking's strict weak order (undefined behaviour in std::sort).
+  // A NaN would break the ranking's strict weak order (undefined behaviour in std::sort), and an
+  // infinity turns softmax into NaN: either means the forward pass went wrong.
   for (int i = 0; i < n_vocab; ++i) {
-    check(!std::isnan(logits[i]), "sample_token: logit of token ", i, " is NaN");
+    check(std::isfinite(logits[i]), "sample_token: logit of token ", i, " is ", logits[i]);
   }
   if (params.temperature <= 0.0f) return argmax(logits, n_vocab);
 
