@@ -107,7 +107,7 @@ test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine) $(TEST
 
 diff:
 	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make diff FROM=03 TO=04" >&2; exit 2; }
-	@diff -ru stages/$(firstword $(filter $(FROM)%,$(STAGES))) stages/$(firstword $(filter $(TO)%,$(STAGES))); true
+	@diff -ruN stages/$(firstword $(filter $(FROM)%,$(STAGES))) stages/$(firstword $(filter $(TO)%,$(STAGES))); true
 
 models:
 	$(PYTHON) tools/make_models.py --out data/models
@@ -228,7 +228,7 @@ bench-stream: $(foreach s,$(SIMD_STAGES),build/$(s)/bench_kernels)
 .PHONY: bench-stream
 
 # Stage 03's tile width, measured per width (writes the table of docs/stages/03_blocking.md).
-tune-panel: build/common/timing.o
+tune-panel: $(COMMON_OBJ)
 	bash tools/tune_panel.sh
 .PHONY: tune-panel
 

@@ -69,9 +69,10 @@ void write_logits(const std::string& path, const float* logits, int n_vocab) {
 }
 
 // Interactive (or, with -p, single-turn) chat: each user turn is formatted by the template and
-// the session keeps the whole conversation in the KV cache.
-GenerationStats run_chat(Session& session, const Tokenizer& tokenizer, const GGUFFile& file,
-                         const CliOptions& o) {
+// the session keeps the whole conversation in the KV cache. Each turn ends with its own stats
+// line on stderr.
+void run_chat(Session& session, const Tokenizer& tokenizer, const GGUFFile& file,
+              const CliOptions& o, const Engine& engine, double load_ms) {
   const ChatTemplate tmpl = detect_chat_template(file, o.chat_template);
   const std::string bos_text =
       tokenizer.add_bos() && tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos(), true) : "";
@@ -85,7 +86,10 @@ GenerationStats run_chat(Session& session, const Tokenizer& tokenizer, const GGU
         std::fputs("> ", stdout);
         std::fflush(stdout);
       } while (std::getline(std::cin, line) && line.empty());
-      if (!std::cin) break;
+      if (!std::cin) {
+        std::fputs("\n", stdout);  // end the prompt's line at the end of input
+        break;
+      }
     }
     std::string text = format_user_turn(tmpl, o.system_prompt, line, first, bos_text);
     if (!first) {  // close the previous reply; its end-of-generation token is already fed
@@ -95,9 +99,11 @@ GenerationStats run_chat(Session& session, const Tokenizer& tokenizer, const GGU
     last =
         session.generate(tokenizer.encode(text, /*parse_special=*/true), o.n_predict, print_text);
     std::fputs("\n", stdout);
+    std::fflush(stdout);
+    report_stop(last, engine);
+    print_stats(load_ms, last, engine.threads());
     if (!interactive || last.stop == StopReason::ContextFull) break;
   }
-  return last;
 }
 
 int run(int argc, char** argv) {
@@ -140,14 +146,14 @@ int run(int argc, char** argv) {
                  config.n_vocab);
     return 0;
   }
-  GenerationStats stats;
   if (o.chat) {
-    stats = run_chat(session, tokenizer, *file, o);
-  } else {
-    print_text(-1, o.prompt);  // echo the prompt, as llama.cpp does
-    stats = session.generate(prompt_tokens(tokenizer, o.prompt), o.n_predict, print_text);
-    std::fputs("\n", stdout);
+    run_chat(session, tokenizer, *file, o, *engine, load_ms);
+    return 0;
   }
+  print_text(-1, o.prompt);  // echo the prompt, as llama.cpp does
+  const GenerationStats stats =
+      session.generate(prompt_tokens(tokenizer, o.prompt), o.n_predict, print_text);
+  std::fputs("\n", stdout);
   std::fflush(stdout);  // the text ends before the stats line on a shared terminal
   report_stop(stats, *engine);
   print_stats(load_ms, stats, engine->threads());

@@ -28,7 +28,13 @@ for stage in "$@"; do
   [ "$status" -ne 0 ] && [ "$fail" -eq 0 ] && fail=1
   skipped=$(grep -c 'SKIPPED:' "$log")
   echo "$stage: suite $pass passed, $fail failed ($skipped skipped for lack of ../shared)"
-  [ "$fail" -ne 0 ] && tail -n 60 "$log"
+  if [ "$fail" -ne 0 ]; then
+    # Each failure on one line (Catch2's compact reporter: file, line, expression, messages), the
+    # first 20; then where the whole log is.
+    "build/$stage/tests" -r compact >"$log.compact" 2>&1
+    grep -E ': failed:' "$log.compact" | head -n 20 | cut -c 1-600
+    echo "$stage: whole log: $log (one line per failure: $log.compact)"
+  fi
   cpass=0
   cfail=0
   if [ -x "build/$stage/engine" ]; then  # build variants (NN-scalar, NN-check, NN-avx2) have no engine

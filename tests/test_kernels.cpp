@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,11 @@ double linear_error(const Weight& w, const float* x, const float* y, int n_token
                                1e-30;  // all-zero rows (possible for Q4_0 of tiny values)
       const double error = std::fabs(y[i * N + j] - exact);
       if (!(error <= tolerance)) ++n_bad;  // also counts NaN
+      // A NaN output is the worst error there is: std::fmax would drop it and report 0.
+      if (std::isnan(error) && !std::isinf(worst_ratio)) {  // the first NaN, by position
+        UNSCOPED_INFO("output of token " << i << ", row " << j << " is NaN");
+        worst_ratio = std::numeric_limits<double>::infinity();
+      }
       worst_ratio = std::fmax(worst_ratio, error / tolerance);
     }
   }

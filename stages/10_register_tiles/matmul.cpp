@@ -5,7 +5,7 @@
 // as large as the largest matrix (1.6 GB). Stage 05 leaves W as the file stores it (rows = "out",
 // quantization blocks along a row) and computes each output as the dot product of one stored row
 // with x, decoding every block in registers: a Q4_0 weight costs 4.5 bits of memory traffic
-// instead of 4 + 32 + 32 bytes' worth. Rows are split among threads (each row costs the same).
+// instead of 4 + 32 + 32 bits (read, fp32 copy written, read back). Rows are split among threads.
 //
 // Stage 08: for Q4_0 and Q8_0 weights, x is first quantized to Q8_0 (llama.cpp's way), once per
 // call, so that a block's 32 products are int8 x int8, summed exactly in int32 by SIMD
