@@ -46,6 +46,8 @@ help:
 	@echo "make test [STAGE=NN]    the shared suite on every stage (or one)"
 	@echo "make diff FROM=NN TO=NN show what one stage adds to another"
 	@echo "make models | golden | model-7b    regenerate test models, goldens, the 7B-shaped file"
+	@echo "make quantize           build/quantize IN.gguf OUT.gguf TYPE (as llama-quantize)"
+	@echo "make ppl                perplexity and KL divergence of each type (docs/perplexity.md)"
 
 deps:
 	@bash tools/deps.sh
@@ -53,6 +55,14 @@ deps:
 build/common/%.o: common/%.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+# ggml's reference quantizers (common/quant.cpp, quant_k.cpp) write ggml's bytes only if no a*b+c
+# is fused into one FMA, which rounds once instead of twice (-march=native allows it, clang does it
+# by default). Every build of the two files, sanitizer and fuzz builds included.
+NO_FMA_OBJ := $(foreach d,build build/sanitize build/fuzz,$(d)/common/quant.o $(d)/common/quant_k.o)
+$(NO_FMA_OBJ): CXXFLAGS += -ffp-contract=off
+$(NO_FMA_OBJ): SAN_FLAGS += -ffp-contract=off
+$(NO_FMA_OBJ): FUZZ_CXXFLAGS += -ffp-contract=off
 
 build/tests/catch_main.o: tests/support/catch_main.cc
 	@mkdir -p $(@D)
@@ -191,6 +201,25 @@ bench-sampling: build/$(firstword $(STAGES))/bench_kernels build/$(DOCS_STAGE)/b
 bench-tokenizer: build/$(DOCS_STAGE)/bench_kernels
 	$(PYTHON) tools/bench.py --tokenizer --stages $(DOCS_STAGE)
 .PHONY: bench-tokenizer
+
+# build/quantize IN.gguf OUT.gguf TYPE: llama-quantize's job (tools/quantize.cpp), rows in
+# parallel by OpenMP.
+build/tools/quantize.o: tools/quantize.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -fopenmp -c $< -o $@
+build/quantize: build/tools/quantize.o $(COMMON_OBJ)
+	$(CXX) $(CXXFLAGS) -fopenmp $^ -o $@ $(LDLIBS)
+quantize: deps build/quantize
+.PHONY: quantize
+
+# make ppl: what each quantization type costs the default model (docs/perplexity.md): tiny-kjv-f32
+# quantized by build/quantize, scored on the chapters it never saw (tools/kjv.py).
+ppl: deps build/quantize build/$(LAST)/engine
+	@bash tools/deps.sh bible-kjv-text
+	@mkdir -p build/ppl
+	$(PYTHON) tools/kjv.py --validation build/ppl/kjv-validation.txt
+	$(PYTHON) tools/ppl_table.py --engine build/$(LAST)/engine --text build/ppl/kjv-validation.txt
+.PHONY: ppl
 
 # Read bandwidth with 1..n threads: the roofline for decode (issue: beat llama.cpp at the limit).
 build/membench: tools/membench.cpp build/common/timing.o

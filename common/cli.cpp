@@ -50,10 +50,10 @@ float parse_float_flag(const std::string& flag, const std::string& text, float l
 
 // Reads a prompt file: a regular file of at most kMaxPromptFileBytes. A FIFO would block (or
 // never end), a device such as /dev/zero never ends, and a directory reads as nothing.
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, const char* what = "prompt file") {
   // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  check(fd >= 0, "cannot read prompt file '", path, "': ", std::strerror(errno));
+  check(fd >= 0, "cannot read ", what, " '", path, "': ", std::strerror(errno));
   struct stat st {};
   const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   const auto size = static_cast<uintmax_t>(st.st_size);
@@ -65,11 +65,11 @@ std::string read_file(const std::string& path) {
     done += static_cast<size_t>(n);
   }
   close(fd);
-  check(regular, "prompt file '", path,
+  check(regular, what, " '", path,
         "' is not a regular file (a directory, FIFO or device); give a file, or the text with -p");
-  check(size <= kMaxPromptFileBytes, "prompt file '", path, "' has ", size, " bytes; at most ",
+  check(size <= kMaxPromptFileBytes, what, " '", path, "' has ", size, " bytes; at most ",
         kMaxPromptFileBytes, " are read");
-  check(done == text.size(), "cannot read prompt file '", path, "'");
+  check(done == text.size(), "cannot read ", what, " '", path, "'");
   return text;
 }
 
@@ -125,11 +125,24 @@ CliOptions parse_cli(int argc, char** argv) {
       o.system_prompt = value();
     } else if (flag == "--special") {
       o.show_special = true;
+    } else if (flag == "--perplexity") {
+      o.prompt = read_file(value(), "perplexity text file");
+      o.perplexity = true;
+    } else if (flag == "--chunks") {
+      o.ppl_chunks = parse_int_flag(flag, value(), 1, kMaxPredict);
+    } else if (flag == "--kl-divergence-base") {
+      o.kl_base_out = value();
+    } else if (flag == "--kl-divergence") {
+      o.kl_base_in = value();
     } else {
       fail("unknown flag '", flag, "' (see --help)");
     }
   }
   if (!o.help) check(!o.model_path.empty(), "no model given: use -m FILE.gguf (see --help)");
+  check(o.perplexity || (o.kl_base_out.empty() && o.kl_base_in.empty() && o.ppl_chunks < 0),
+        "--chunks, --kl-divergence and --kl-divergence-base need --perplexity FILE");
+  check(o.kl_base_out.empty() || o.kl_base_in.empty(),
+        "give --kl-divergence-base (write) or --kl-divergence (compare), not both");
   return o;
 }
 
@@ -155,6 +168,11 @@ std::string cli_usage(const char* program) {
     << "      --special         print special tokens\n"
     << "      --tokenize        print the prompt's token ids (no BOS, specials as text) and exit\n"
     << "      --dump-logits F   write the last prompt position's logits (float32 LE) to F, exit\n"
+    << "      --perplexity F    score F's text as llama-perplexity does (chunks of -c tokens,\n"
+    << "                        second halves scored) and print PPL = x +/- y\n"
+    << "      --chunks N        score at most N chunks\n"
+    << "      --kl-divergence-base F  with --perplexity: write the log-probabilities to F\n"
+    << "      --kl-divergence F       with --perplexity: KL divergence against F's\n"
     << "  -h, --help            this text\n"
     << "\n"
     << "At the end a line on stderr: stats: load_ms=.. prompt_tokens=.. prefill_tok_s=.. "

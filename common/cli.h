@@ -20,6 +20,10 @@ struct CliOptions {
   std::string chat_template;     ///< --chat-template NAME
   std::string system_prompt;     ///< --system TEXT
   bool show_special = false;     ///< --special: print control tokens
+  bool perplexity = false;       ///< --perplexity FILE: score FILE's text (in prompt)
+  int ppl_chunks = -1;           ///< --chunks N: at most N chunks (-1 = all)
+  std::string kl_base_out;       ///< --kl-divergence-base F: write log-probabilities to F
+  std::string kl_base_in;        ///< --kl-divergence F: compare with F's log-probabilities
   bool help = false;             ///< -h/--help
 };
 

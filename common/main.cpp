@@ -19,6 +19,7 @@
 #include "error.h"
 #include "generate.h"
 #include "model.h"
+#include "perplexity.h"
 #include "timing.h"
 #include "tokenizer.h"
 
@@ -106,6 +107,30 @@ void run_chat(Session& session, const Tokenizer& tokenizer, const GGUFFile& file
   }
 }
 
+// --perplexity: the running figure per chunk on stderr, the results on stdout, in
+// llama-perplexity's words.
+void run_perplexity(Engine& engine, const Tokenizer& tokenizer, const CliOptions& o, int n_vocab,
+                    int n_ctx) {
+  PerplexityOptions options;
+  options.n_ctx = n_ctx;
+  options.max_chunks = o.ppl_chunks;
+  options.kl_base_out = o.kl_base_out;
+  options.kl_base_in = o.kl_base_in;
+  options.progress = stderr;
+  const double start = now_ms();
+  const PerplexityResult r = perplexity(engine, tokenizer, o.prompt, n_vocab, options);
+  std::printf("chunks: %d of %d tokens, %d tokens scored, %.1f s\n", r.chunks, n_ctx, r.scored,
+              (now_ms() - start) / 1000.0);
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
+  if (r.has_kl) {
+    constexpr double kPercent = 100.0;
+    std::printf("Mean    KLD: %10.6f +/- %10.6f\n", r.kl_mean, r.kl_err);
+    std::printf("99.0%%   KLD: %10.6f\n", r.kl_p99);
+    std::printf("Same top p: %6.3f +/- %5.3f %%\n", kPercent * r.same_top,
+                kPercent * r.same_top_err);
+  }
+}
+
 int run(int argc, char** argv) {
   const CliOptions o = parse_cli(argc, argv);
   if (o.help) {
@@ -144,6 +169,10 @@ int run(int argc, char** argv) {
   if (!o.dump_logits_path.empty()) {
     write_logits(o.dump_logits_path, session.evaluate(prompt_tokens(tokenizer, o.prompt)),
                  config.n_vocab);
+    return 0;
+  }
+  if (o.perplexity) {
+    run_perplexity(*engine, tokenizer, o, config.n_vocab, engine_options.n_ctx);
     return 0;
   }
   if (o.chat) {

@@ -157,8 +157,8 @@ class Binder {
     const bool is_f32 = info != nullptr && info->type == GGMLType::F32;
     const TensorInfo& t = shaped(name, {cols, rows}, is_f32 ? alignof(float) : alignof(uint16_t));
     check(type_supported(t.type), f_.path(), ": tensor '", name, "' has type ",
-          ggml_type_name(t.type), ", which this engine cannot compute with (supported: f32, f16, ",
-          "q4_0, q8_0, q6_K)");
+          ggml_type_name(t.type),
+          ", which this engine cannot compute with (supported: ", supported_type_names(), ")");
     return {name, t.type, rows, cols, t.data, type_row_bytes(t.type, cols)};
   }
 

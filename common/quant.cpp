@@ -1,11 +1,17 @@
-// quant.cpp: IEEE half conversion and ggml's reference block (de)quantizers, written for reading
-// rather than speed. Stages with faster kernels check themselves against these.
+// quant.cpp: IEEE half and bfloat16 conversion, ggml's 32-weight block formats (Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0) and the type table. The K-quants are in quant_k.cpp. Written for reading rather
+// than speed; stages with faster kernels check themselves against these.
+//
+// The quantizers mirror ggml's quantize_row_*_ref float operation for operation, so they write the
+// bytes ggml writes. The Makefile compiles this file with -ffp-contract=off: an a*b+c fused into
+// one FMA (which -march=native allows) rounds once instead of twice and would change them.
 #include "quant.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "error.h"
 
@@ -72,46 +78,112 @@ uint16_t fp32_to_fp16(float f) {
   return uint16_t(sign | shift_round_even(rebiased, kMantissaShift));
 }
 
-// ---- type table ----
-
-bool type_supported(GGMLType type) {
-  return type == GGMLType::F32 || type == GGMLType::F16 || type == GGMLType::Q4_0 ||
-         type == GGMLType::Q8_0 || type == GGMLType::Q6_K;
-}
+// ---- bfloat16: the top 16 bits of an IEEE float (same exponent, 7 mantissa bits) ----
 
 namespace {
 
-const GGMLTypeLayout& supported_layout(GGMLType type) {
-  check(type_supported(type), "tensor type ", ggml_type_name(type),
-        " is not supported (supported: f32, f16, q4_0, q8_0, q6_K)");
-  return *ggml_type_layout(type);
-}
+constexpr int kBF16Shift = 16;  // bf16 bits = f32 bits >> 16
+constexpr uint32_t kF32AbsMask = 0x7fffffff;
+constexpr uint32_t kBF16QuietBit = 0x0040;  // top mantissa bit of a bf16
+constexpr uint32_t kBF16HalfUlp = 0x7fff;   // just under half of the dropped 16 bits
 
 }  // namespace
 
-int type_block_size(GGMLType type) {
-  return supported_layout(type).block_size;
+float bf16_to_fp32(uint16_t h) {
+  return std::bit_cast<float>(uint32_t(h) << kBF16Shift);
 }
 
-size_t type_block_bytes(GGMLType type) {
-  return supported_layout(type).block_bytes;
+uint16_t fp32_to_bf16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  // A nan whose payload sits only in the dropped bits would round to inf: force it quiet.
+  if ((bits & kF32AbsMask) > kF32Infinity) return uint16_t((bits >> kBF16Shift) | kBF16QuietBit);
+  // Round to nearest even: add just under half, plus one when the kept part is odd (a tie then
+  // carries up to the even neighbour). A carry out of the mantissa bumps the exponent, up to inf.
+  const uint32_t odd = (bits >> kBF16Shift) & 1;
+  return uint16_t((bits + kBF16HalfUlp + odd) >> kBF16Shift);
 }
 
-size_t type_row_bytes(GGMLType type, int64_t n) {
-  const GGMLTypeLayout& layout = supported_layout(type);
-  check(n >= 0 && n % layout.block_size == 0, "row of ", n, " ", ggml_type_name(type),
-        " weights is not a whole number of ", layout.block_size, "-weight blocks");
-  return size_t(n / layout.block_size) * layout.block_bytes;
-}
+// ---- helpers shared with quant_k.cpp ----
 
-// ---- dequantizers: one block at a time, in ggml's element order ----
+int64_t quant_detail::whole_blocks(int64_t n, int block_size, const char* what) {
+  check(n >= 0 && n % block_size == 0, what, ": row of ", n, " weights is not a whole number of ",
+        block_size, "-weight blocks");
+  return n / block_size;
+}
 
 namespace {
 
-void dequantize_q4_0(const BlockQ4_0* blocks, float* y, int64_t n_blocks) {
-  constexpr int kHalf = kQK4_0 / 2;
+using quant_detail::poison;
+using quant_detail::poison_if_non_finite;
+using quant_detail::whole_blocks;
+
+/// 1 / d, or 0 where that is not finite: d = 0 (ggml's own guard), or |d| below ~3e-39, whose
+/// inverse overflows (x * inf would then reach an int8 cast). Such a d is 0 once stored as fp16
+/// (its smallest step is 6e-8), so the block reads back as zeros (or its minimum) whatever its
+/// quants are.
+float inverse_scale(float d) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  return std::isfinite(id) ? id : 0.0f;
+}
+
+/// A 32-bit little-endian word at p (Q5_0/Q5_1's fifth bits). The engine runs little-endian only.
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// ---- F32, F16, BF16: one value per "block" ----
+
+void dequantize_f32(const void* src, float* y, int64_t n) {
+  std::memcpy(y, src, size_t(whole_blocks(n, 1, "f32")) * sizeof(float));
+}
+void quantize_f32(const float* x, void* dst, int64_t n) {
+  std::memcpy(dst, x, size_t(whole_blocks(n, 1, "f32")) * sizeof(float));
+}
+
+void dequantize_f16(const void* src, float* y, int64_t n) {
+  const uint16_t* h = static_cast<const uint16_t*>(src);
+  const int64_t count = whole_blocks(n, 1, "f16");
+  for (int64_t i = 0; i < count; ++i) y[i] = fp16_to_fp32(h[i]);
+}
+void quantize_f16(const float* x, void* dst, int64_t n) {
+  uint16_t* h = static_cast<uint16_t*>(dst);
+  const int64_t count = whole_blocks(n, 1, "f16");
+  for (int64_t i = 0; i < count; ++i) h[i] = fp32_to_fp16(x[i]);
+}
+
+void dequantize_bf16(const void* src, float* y, int64_t n) {
+  const uint16_t* h = static_cast<const uint16_t*>(src);
+  const int64_t count = whole_blocks(n, 1, "bf16");
+  for (int64_t i = 0; i < count; ++i) y[i] = bf16_to_fp32(h[i]);
+}
+void quantize_bf16(const float* x, void* dst, int64_t n) {
+  uint16_t* h = static_cast<uint16_t*>(dst);
+  const int64_t count = whole_blocks(n, 1, "bf16");
+  for (int64_t i = 0; i < count; ++i) h[i] = fp32_to_bf16(x[i]);
+}
+
+// ---- 32-weight blocks. Weight j < 16 is the low nibble of qs[j], weight j + 16 its high
+// nibble; Q5_* add bit j of the little-endian word qh as bit 4 of weight j. ----
+
+constexpr int kHalf = 16;        // weights per nibble half of a 32-weight block
+constexpr int kFifthBit = 0x10;  // Q5_*: the bit qh adds above the nibble
+
+/// Q5_*'s 5-bit values of weights j and j + 16.
+inline int q5_low(const uint8_t* qs, uint32_t qh, int j) {
+  return (qs[j] & 0x0F) | (((qh >> j) & 1) ? kFifthBit : 0);
+}
+inline int q5_high(const uint8_t* qs, uint32_t qh, int j) {
+  return (qs[j] >> 4) | (((qh >> (j + kHalf)) & 1) ? kFifthBit : 0);
+}
+
+// Q4_0: w = (q - 8) * d.
+void dequantize_q4_0(const void* src, float* y, int64_t n) {
   constexpr int kOffset = 8;  // nibbles 0..15 stand for -8..7
-  for (int64_t b = 0; b < n_blocks; ++b, y += kQK4_0) {
+  const BlockQ4_0* blocks = static_cast<const BlockQ4_0*>(src);
+  const int64_t nb = whole_blocks(n, kQK4_0, "q4_0");
+  for (int64_t b = 0; b < nb; ++b, y += kQK4_0) {
     const float d = fp16_to_fp32(blocks[b].d);
     for (int j = 0; j < kHalf; ++j) {
       y[j] = float((blocks[b].qs[j] & 0x0F) - kOffset) * d;
@@ -120,135 +192,283 @@ void dequantize_q4_0(const BlockQ4_0* blocks, float* y, int64_t n_blocks) {
   }
 }
 
-void dequantize_q8_0(const BlockQ8_0* blocks, float* y, int64_t n_blocks) {
-  for (int64_t b = 0; b < n_blocks; ++b, y += kQK8_0) {
+// Q4_1: w = q * d + m.
+void dequantize_q4_1(const void* src, float* y, int64_t n) {
+  const BlockQ4_1* blocks = static_cast<const BlockQ4_1*>(src);
+  const int64_t nb = whole_blocks(n, kQK4_1, "q4_1");
+  for (int64_t b = 0; b < nb; ++b, y += kQK4_1) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    const float m = fp16_to_fp32(blocks[b].m);
+    for (int j = 0; j < kHalf; ++j) {
+      y[j] = float(blocks[b].qs[j] & 0x0F) * d + m;
+      y[j + kHalf] = float(blocks[b].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+// Q5_0: w = (q - 16) * d.
+void dequantize_q5_0(const void* src, float* y, int64_t n) {
+  constexpr int kOffset = 16;  // 5-bit values 0..31 stand for -16..15
+  const BlockQ5_0* blocks = static_cast<const BlockQ5_0*>(src);
+  const int64_t nb = whole_blocks(n, kQK5_0, "q5_0");
+  for (int64_t b = 0; b < nb; ++b, y += kQK5_0) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    const uint32_t qh = load_u32(blocks[b].qh);
+    for (int j = 0; j < kHalf; ++j) {
+      y[j] = float(q5_low(blocks[b].qs, qh, j) - kOffset) * d;
+      y[j + kHalf] = float(q5_high(blocks[b].qs, qh, j) - kOffset) * d;
+    }
+  }
+}
+
+// Q5_1: w = q * d + m.
+void dequantize_q5_1(const void* src, float* y, int64_t n) {
+  const BlockQ5_1* blocks = static_cast<const BlockQ5_1*>(src);
+  const int64_t nb = whole_blocks(n, kQK5_1, "q5_1");
+  for (int64_t b = 0; b < nb; ++b, y += kQK5_1) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    const float m = fp16_to_fp32(blocks[b].m);
+    const uint32_t qh = load_u32(blocks[b].qh);
+    for (int j = 0; j < kHalf; ++j) {
+      y[j] = float(q5_low(blocks[b].qs, qh, j)) * d + m;
+      y[j + kHalf] = float(q5_high(blocks[b].qs, qh, j)) * d + m;
+    }
+  }
+}
+
+// Q8_0: w = q * d.
+void dequantize_q8_0(const void* src, float* y, int64_t n) {
+  const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(src);
+  const int64_t nb = whole_blocks(n, kQK8_0, "q8_0");
+  for (int64_t b = 0; b < nb; ++b, y += kQK8_0) {
     const float d = fp16_to_fp32(blocks[b].d);
     for (int j = 0; j < kQK8_0; ++j) y[j] = float(blocks[b].qs[j]) * d;
   }
 }
 
-// Q6_K: each 6-bit weight is 4 low bits from ql and 2 high bits from qh, minus 32, times
-// d * scales[k] for its group of 16. A super-block is two halves of 128 weights; within a half,
-// weight l + 32*q (l < 32, quarter q < 4) takes ql[l + 32*(q&1)] (low nibble for q < 2, high
-// nibble after) and bits 2q..2q+1 of qh[l].
-void dequantize_q6_k(const BlockQ6_K* blocks, float* y, int64_t n_blocks) {
-  constexpr int kHalfBlock = 128;
-  constexpr int kQuarter = 32;
-  constexpr int kGroup = 16;  // weights per scale
-  constexpr int kOffset = 32;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const BlockQ6_K& x = blocks[b];
-    const float d = fp16_to_fp32(x.d);
-    for (int half = 0; half < kQK_K / kHalfBlock; ++half, y += kHalfBlock) {
-      const uint8_t* ql = x.ql + half * (kHalfBlock / 2);
-      const uint8_t* qh = x.qh + half * (kHalfBlock / 4);
-      const int8_t* sc = x.scales + half * (kHalfBlock / kGroup);
-      for (int q = 0; q < 4; ++q) {
-        for (int l = 0; l < kQuarter; ++l) {
-          const uint8_t low_byte = ql[l + kQuarter * (q & 1)];
-          const int low = q < 2 ? (low_byte & 0x0F) : (low_byte >> 4);
-          const int high = (qh[l] >> (2 * q)) & 3;
-          const int value = (low | (high << 4)) - kOffset;
-          const int scale = sc[(q * kQuarter + l) / kGroup];
-          y[q * kQuarter + l] = d * float(scale) * float(value);
-        }
-      }
-    }
-  }
-}
-
-}  // namespace
-
-void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
-  const int64_t n_blocks = int64_t(type_row_bytes(type, n) / type_block_bytes(type));
-  switch (type) {
-    case GGMLType::F32:
-      std::memcpy(dst, src, size_t(n) * sizeof(float));
-      return;
-    case GGMLType::F16: {
-      const uint16_t* h = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
-      return;
-    }
-    case GGMLType::Q4_0:
-      return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n_blocks);
-    case GGMLType::Q8_0:
-      return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n_blocks);
-    case GGMLType::Q6_K:
-      return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n_blocks);
-    default:
-      fail("dequantize_row: type ", ggml_type_name(type), " is not supported");
-  }
-}
-
-// ---- reference quantizers (ggml's quantize_row_*_ref rounding) ----
-
-namespace {
-
-/// A block holding a NaN or an infinity cannot be scaled to integers (converting NaN to int8 is
-/// undefined behaviour, and std::max skips NaN when finding the scale). Such a block gets scale
-/// NaN and zero quants, so every product with it is NaN and the run stops at the sampler ("logit
-/// ... is NaN") instead of printing text computed from garbage. Returns true when it did that.
-bool poison_block(const float* x, int n, uint16_t& d, void* quants, size_t quant_bytes) {
+/// The element of largest magnitude, with its sign (the first one on a tie), as ggml finds it.
+float signed_absmax(const float* x, int n) {
+  float amax = 0.0f;
+  float max = 0.0f;
   for (int j = 0; j < n; ++j) {
-    if (!std::isfinite(x[j])) {
-      d = uint16_t(kF16Infinity | kF16QuietBit);  // a quiet NaN
-      std::memset(quants, 0, quant_bytes);
-      return true;
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
     }
   }
-  return false;
+  return max;
 }
 
-/// 1 / d, or 0 where that is not finite: d = 0, or |d| below ~3e-39, whose inverse overflows
-/// (x * inf would then reach an int8 cast). Such a d is 0 once stored as fp16 (its smallest step
-/// is 6e-8), so the block reads back as zeros whatever its quants are.
-float inverse_scale(float d) {
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  return std::isfinite(id) ? id : 0.0f;
+/// Smallest and largest element. False when max - min overflows a float: such a block cannot be
+/// scaled either (d would be inf, 1 / d zero, and (x - min) * 0 NaN where x - min overflows too),
+/// so it is poisoned as well.
+bool finite_range(const float* x, int n, float& min, float& max) {
+  min = std::numeric_limits<float>::max();
+  max = -std::numeric_limits<float>::max();
+  for (int j = 0; j < n; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  return std::isfinite(max - min);
 }
 
-}  // namespace
-
-void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
-  check(n % kQK4_0 == 0, "quantize_row_q4_0: n = ", n, " is not a multiple of ", kQK4_0);
-  constexpr int kHalf = kQK4_0 / 2;
+// Symmetric 4- and 5-bit blocks: the signed extreme maps to the lowest level (-8 or -16), d =
+// max / -levels, and q = trunc(x / d + levels + 0.5), clamped to the top level.
+void quantize_q4_0(const float* src, void* dst, int64_t n) {
   constexpr float kLevels = -8.0f;         // the signed extreme maps to level -8 (nibble 0)
   constexpr float kRoundingOffset = 8.5f;  // + 8 to unsign, + 0.5 so truncation rounds
   constexpr int kMaxNibble = 15;
-  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+  BlockQ4_0* blocks = static_cast<BlockQ4_0*>(dst);
+  const int64_t nb = whole_blocks(n, kQK4_0, "q4_0");
+  for (int64_t b = 0; b < nb; ++b) {
     const float* x = src + b * kQK4_0;
-    if (poison_block(x, kQK4_0, dst[b].d, dst[b].qs, sizeof(dst[b].qs))) continue;
-    float amax = 0.0f;
-    float max = 0.0f;  // the element of largest magnitude, with its sign
-    for (int j = 0; j < kQK4_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / kLevels;
+    BlockQ4_0& y = blocks[b];
+    if (poison_if_non_finite(x, kQK4_0, y)) continue;
+    const float d = signed_absmax(x, kQK4_0) / kLevels;
     const float id = inverse_scale(d);
-    dst[b].d = fp32_to_fp16(d);
+    y.d = fp32_to_fp16(d);
     for (int j = 0; j < kHalf; ++j) {
       const int lo = std::min(kMaxNibble, int(int8_t(x[j] * id + kRoundingOffset)));
       const int hi = std::min(kMaxNibble, int(int8_t(x[j + kHalf] * id + kRoundingOffset)));
-      dst[b].qs[j] = uint8_t(lo | (hi << 4));
+      y.qs[j] = uint8_t(lo | (hi << 4));
     }
   }
 }
 
-void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
-  check(n % kQK8_0 == 0, "quantize_row_q8_0: n = ", n, " is not a multiple of ", kQK8_0);
+void quantize_q5_0(const float* src, void* dst, int64_t n) {
+  constexpr float kLevels = -16.0f;
+  constexpr float kRoundingOffset = 16.5f;
+  constexpr int kMaxValue = 31;
+  BlockQ5_0* blocks = static_cast<BlockQ5_0*>(dst);
+  const int64_t nb = whole_blocks(n, kQK5_0, "q5_0");
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* x = src + b * kQK5_0;
+    BlockQ5_0& y = blocks[b];
+    if (poison_if_non_finite(x, kQK5_0, y)) continue;
+    const float d = signed_absmax(x, kQK5_0) / kLevels;
+    const float id = inverse_scale(d);
+    y.d = fp32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < kHalf; ++j) {
+      const int lo = std::min(kMaxValue, int(int8_t(x[j] * id + kRoundingOffset)));
+      const int hi = std::min(kMaxValue, int(int8_t(x[j + kHalf] * id + kRoundingOffset)));
+      y.qs[j] = uint8_t((lo & 0x0F) | ((hi & 0x0F) << 4));
+      qh |= uint32_t((lo & kFifthBit) ? 1 : 0) << j;
+      qh |= uint32_t((hi & kFifthBit) ? 1 : 0) << (j + kHalf);
+    }
+    std::memcpy(y.qh, &qh, sizeof qh);
+  }
+}
+
+// Blocks with a minimum: d = (max - min) / top level, m = min, q = trunc((x - min) / d + 0.5).
+void quantize_q4_1(const float* src, void* dst, int64_t n) {
+  constexpr float kMaxLevel = 15.0f;  // (1 << 4) - 1
+  constexpr int kMaxNibble = 15;
+  BlockQ4_1* blocks = static_cast<BlockQ4_1*>(dst);
+  const int64_t nb = whole_blocks(n, kQK4_1, "q4_1");
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* x = src + b * kQK4_1;
+    BlockQ4_1& y = blocks[b];
+    if (poison_if_non_finite(x, kQK4_1, y)) continue;
+    float min, max;
+    if (!finite_range(x, kQK4_1, min, max)) {
+      poison(y);
+      continue;
+    }
+    const float d = (max - min) / kMaxLevel;
+    const float id = inverse_scale(d);
+    y.d = fp32_to_fp16(d);
+    y.m = fp32_to_fp16(min);
+    for (int j = 0; j < kHalf; ++j) {
+      const int lo = std::min(kMaxNibble, int(int8_t((x[j] - min) * id + 0.5f)));
+      const int hi = std::min(kMaxNibble, int(int8_t((x[j + kHalf] - min) * id + 0.5f)));
+      y.qs[j] = uint8_t(lo | (hi << 4));
+    }
+  }
+}
+
+void quantize_q5_1(const float* src, void* dst, int64_t n) {
+  constexpr float kMaxLevel = 31.0f;  // (1 << 5) - 1
+  BlockQ5_1* blocks = static_cast<BlockQ5_1*>(dst);
+  const int64_t nb = whole_blocks(n, kQK5_1, "q5_1");
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* x = src + b * kQK5_1;
+    BlockQ5_1& y = blocks[b];
+    if (poison_if_non_finite(x, kQK5_1, y)) continue;
+    float min, max;
+    if (!finite_range(x, kQK5_1, min, max)) {
+      poison(y);
+      continue;
+    }
+    const float d = (max - min) / kMaxLevel;
+    const float id = inverse_scale(d);
+    y.d = fp32_to_fp16(d);
+    y.m = fp32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kHalf; ++j) {
+      // No clamp, as in ggml: (max - min) * id stays below 31.5.
+      const int lo = uint8_t((x[j] - min) * id + 0.5f);
+      const int hi = uint8_t((x[j + kHalf] - min) * id + 0.5f);
+      y.qs[j] = uint8_t((lo & 0x0F) | ((hi & 0x0F) << 4));
+      qh |= uint32_t((lo & kFifthBit) ? 1 : 0) << j;
+      qh |= uint32_t((hi & kFifthBit) ? 1 : 0) << (j + kHalf);
+    }
+    std::memcpy(y.qh, &qh, sizeof qh);
+  }
+}
+
+// Q8_0: d = amax / 127, q = round(x / d) (half away from zero, as roundf).
+void quantize_q8_0(const float* src, void* dst, int64_t n) {
   constexpr float kMaxLevel = 127.0f;  // (1 << 7) - 1
-  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+  BlockQ8_0* blocks = static_cast<BlockQ8_0*>(dst);
+  const int64_t nb = whole_blocks(n, kQK8_0, "q8_0");
+  for (int64_t b = 0; b < nb; ++b) {
     const float* x = src + b * kQK8_0;
-    if (poison_block(x, kQK8_0, dst[b].d, dst[b].qs, sizeof(dst[b].qs))) continue;
+    BlockQ8_0& y = blocks[b];
+    if (poison_if_non_finite(x, kQK8_0, y)) continue;
     float amax = 0.0f;
     for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / kMaxLevel;
     const float id = inverse_scale(d);
-    dst[b].d = fp32_to_fp16(d);
-    for (int j = 0; j < kQK8_0; ++j) dst[b].qs[j] = int8_t(std::round(x[j] * id));
+    y.d = fp32_to_fp16(d);
+    for (int j = 0; j < kQK8_0; ++j) y.qs[j] = int8_t(std::round(x[j] * id));
   }
+}
+
+// ---- the table ----
+
+namespace qd = quant_detail;
+
+// In the order supported_type_names() lists them.
+constexpr TypeTraits kTypes[] = {
+    {GGMLType::F32, 1, sizeof(float), dequantize_f32, quantize_f32},
+    {GGMLType::F16, 1, sizeof(uint16_t), dequantize_f16, quantize_f16},
+    {GGMLType::BF16, 1, sizeof(uint16_t), dequantize_bf16, quantize_bf16},
+    {GGMLType::Q4_0, kQK4_0, sizeof(BlockQ4_0), dequantize_q4_0, quantize_q4_0},
+    {GGMLType::Q4_1, kQK4_1, sizeof(BlockQ4_1), dequantize_q4_1, quantize_q4_1},
+    {GGMLType::Q5_0, kQK5_0, sizeof(BlockQ5_0), dequantize_q5_0, quantize_q5_0},
+    {GGMLType::Q5_1, kQK5_1, sizeof(BlockQ5_1), dequantize_q5_1, quantize_q5_1},
+    {GGMLType::Q8_0, kQK8_0, sizeof(BlockQ8_0), dequantize_q8_0, quantize_q8_0},
+    {GGMLType::Q2_K, kQK_K, sizeof(BlockQ2_K), qd::dequantize_q2_k, qd::quantize_q2_k},
+    {GGMLType::Q3_K, kQK_K, sizeof(BlockQ3_K), qd::dequantize_q3_k, qd::quantize_q3_k},
+    {GGMLType::Q4_K, kQK_K, sizeof(BlockQ4_K), qd::dequantize_q4_k, qd::quantize_q4_k},
+    {GGMLType::Q5_K, kQK_K, sizeof(BlockQ5_K), qd::dequantize_q5_k, qd::quantize_q5_k},
+    {GGMLType::Q6_K, kQK_K, sizeof(BlockQ6_K), qd::dequantize_q6_k, qd::quantize_q6_k},
+};
+
+const TypeTraits& supported_traits(GGMLType type) {
+  const TypeTraits* traits = type_traits(type);
+  check(traits != nullptr, "tensor type ", ggml_type_name(type),
+        " is not supported (supported: ", supported_type_names(), ")");
+  return *traits;
+}
+
+}  // namespace
+
+const TypeTraits* type_traits(GGMLType type) {
+  for (const TypeTraits& t : kTypes) {
+    if (t.type == type) return &t;
+  }
+  return nullptr;
+}
+
+std::string supported_type_names() {
+  std::string names;
+  for (const TypeTraits& t : kTypes) names += (names.empty() ? "" : ", ") + ggml_type_name(t.type);
+  return names;
+}
+
+bool type_supported(GGMLType type) {
+  return type_traits(type) != nullptr;
+}
+
+int type_block_size(GGMLType type) {
+  return supported_traits(type).block_size;
+}
+
+size_t type_block_bytes(GGMLType type) {
+  return supported_traits(type).block_bytes;
+}
+
+size_t type_row_bytes(GGMLType type, int64_t n) {
+  const TypeTraits& t = supported_traits(type);
+  check(n >= 0 && n % t.block_size == 0, "row of ", n, " ", ggml_type_name(type),
+        " weights is not a whole number of ", t.block_size, "-weight blocks");
+  return size_t(n / t.block_size) * t.block_bytes;
+}
+
+void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
+  supported_traits(type).dequantize(src, dst, n);
+}
+
+void quantize_row(GGMLType type, const float* src, void* dst, int64_t n) {
+  supported_traits(type).quantize(src, dst, n);
+}
+
+void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
+  quantize_q4_0(src, dst, n);
+}
+
+void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
+  quantize_q8_0(src, dst, n);
 }

@@ -367,6 +367,16 @@ TEST_CASE("gguf: malformed tensor infos are refused, naming the tensor", "[gguf]
     GGUFBuilder b;
     b.add_tensor("q", GGMLType::Q4_0, {16}, std::string(18, '\0'));
     require_error(b, "block.gguf", "not a multiple of the q4_0 block size 32");
+    // A K-quant row must be whole super-blocks of 256; a file that stops after one of two
+    // super-blocks is refused.
+    GGUFBuilder k;
+    k.add_tensor("blk.0.ffn_down.weight", GGMLType::Q4_K, {128, 2}, std::string(144, '\0'));
+    require_error(
+        k, "q4k-row.gguf",
+        "'blk.0.ffn_down.weight' has ne[0] = 128, not a multiple of the q4_K block size 256");
+    GGUFBuilder k2;
+    k2.add_tensor("blk.0.ffn_down.weight", GGMLType::Q6_K, {256, 2}, std::string(210, '\0'));
+    require_error(k2, "q6k-short.gguf", "runs past the end");
   }
   {
     GGUFBuilder b;

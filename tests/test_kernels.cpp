@@ -36,8 +36,8 @@ struct TestWeight {
   Weight w;
 };
 
-/// Random W (rows, cols) of type: F32/F16 from random floats, Q4_0/Q8_0 by ggml's quantizers,
-/// Q6_K from random bytes with a fixed, finite super-block scale d.
+/// Random W (rows, cols) of type: F32/F16 from random floats, Q6_K from random bytes with a
+/// fixed, finite super-block scale d, every other type by common/'s (ggml's) quantizer.
 TestWeight make_weight(GGMLType type, int64_t rows, int64_t cols, uint64_t seed) {
   TestWeight t;
   const size_t row_bytes = type_row_bytes(type, cols);
@@ -73,7 +73,7 @@ TestWeight make_weight(GGMLType type, int64_t rows, int64_t cols, uint64_t seed)
         }
         break;
       default:
-        FAIL("make_weight: unhandled type " << ggml_type_name(type));
+        quantize_row(type, src, dst, cols);
     }
   }
   t.w.name = "test." + ggml_type_name(type);
@@ -144,6 +144,18 @@ void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
     dequantize_row(GGMLType::Q8_0, blocks.data(), x_q8.data(), static_cast<int64_t>(x.size()));
     const double worst_q8 = linear_error(w, x_q8.data(), y.data(), n_tokens, n_bad);
     INFO("with x rounded to Q8_0: worst |error| / tolerance = " << worst_q8);
+    CHECK(n_bad == 0);
+    return;
+  }
+  // K-quant weights: from stage 16 on, x is rounded to Q8_K (256 per scale) instead.
+  if (n_bad > 0 && K % kQK_K == 0 && type_block_size(w.type) == kQK_K) {
+    std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
+    quantize_row_q8_k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+    std::vector<float> x_q8(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x_q8[i] = blocks[i / kQK_K].d * blocks[i / kQK_K].qs[i % kQK_K];
+    const double worst_q8 = linear_error(w, x_q8.data(), y.data(), n_tokens, n_bad);
+    INFO("with x rounded to Q8_K: worst |error| / tolerance = " << worst_q8);
     CHECK(n_bad == 0);
     return;
   }
@@ -240,6 +252,21 @@ TEST_CASE("kernels: linear with Q8_0 weights matches dequantize_row + double mat
 
 TEST_CASE("kernels: linear with Q6_K weights matches dequantize_row + double matmul", "[kernels]") {
   check_linear_shapes(GGMLType::Q6_K, kQ256Shapes);
+}
+
+// The other types llama-quantize writes: stages without a kernel of their own for a type
+// compute it through common/'s dequantizer (dequantized.cpp), stage 16 the K-quants in integers.
+TEST_CASE("kernels: linear with the other K-quant weights", "[kernels]") {
+  for (GGMLType type : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K}) {
+    INFO("type " << ggml_type_name(type));
+    check_linear_shapes(type, kQ256Shapes);
+  }
+}
+
+TEST_CASE("kernels: linear with Q4_1, Q5_0, Q5_1 and BF16 weights", "[kernels]") {
+  for (GGMLType type : {GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q5_1})
+    check_linear_shapes(type, kQ32Shapes);
+  check_linear_shapes(GGMLType::BF16, kFloatShapes);
 }
 
 // ---- rmsnorm ----

@@ -231,12 +231,13 @@ TEST_CASE("model: wrong shapes and types name the tensor", "[model]") {
   require_load_error(norm_f16, "normf16.gguf",
                      "'blk.0.ffn_norm.weight' has type f16, expected f32");
 
-  // Matrices of a type the engine cannot compute with: 256-wide so the q4_K blocks fit.
-  TinyModel wide;
-  wide.n_embd = 256;
-  wide.n_ff = 256;
-  wide.type_override = {{"blk.1.attn_output.weight", GGMLType::Q4_K}};
-  require_load_error(wide, "q4k.gguf", "'blk.1.attn_output.weight' has type q4_K");
+  // A matrix of a type ggml knows but the engine cannot compute with (Q8_1 only ever holds
+  // activations inside ggml; no file type writes it).
+  TinyModel q8_1;
+  q8_1.n_embd = 32;  // whole Q8_1 blocks
+  q8_1.type_override = {{"blk.1.attn_output.weight", GGMLType::Q8_1}};
+  require_load_error(q8_1, "q8_1.gguf",
+                     "'blk.1.attn_output.weight' has type q8_1, which this engine cannot compute");
 
   TinyModel extra;
   extra.extra_kv = [](GGUFBuilder& b) {

@@ -46,10 +46,10 @@ Weight random_weight(int rows, int cols, GGMLType type, std::vector<unsigned cha
   w.cols = cols;
   w.row_bytes = type_row_bytes(type, cols);
   storage.resize(w.row_bytes * rows);
-  if (type == GGMLType::Q4_0) {
+  if (type != GGMLType::F32) {
     for (int r = 0; r < rows; ++r)
-      quantize_row_q4_0(w_f32.data() + static_cast<size_t>(r) * cols,
-                        reinterpret_cast<BlockQ4_0*>(storage.data() + r * w.row_bytes), cols);
+      quantize_row(type, w_f32.data() + static_cast<size_t>(r) * cols,
+                   storage.data() + r * w.row_bytes, cols);
   } else {
     std::copy_n(reinterpret_cast<const unsigned char*>(w_f32.data()), storage.size(),
                 storage.data());
@@ -140,13 +140,22 @@ int bench_tokenize(const std::string& vocab_path, const std::string& text_path, 
   return 0;
 }
 
-/// Decode's memory traffic in isolation: linear() with one token over n_mats copies of a Q4_0
-/// matrix (together far larger than the caches), each rep next to a membench-style read-and-sum
-/// over as many bytes, so that the ratio is measured under the same (drifting) bandwidth.
-int bench_stream(int rows, int cols, int n_mats, int reps) {
-  check(cols % kQK4_0 == 0, "cols must be a multiple of 32");
+/// Decode's memory traffic in isolation: linear() with one token over n_mats copies of a matrix
+/// of type (Q4_0 by default; any quantized type, e.g. q4_K for stage 16), together far larger
+/// than the caches, each rep next to a membench-style read-and-sum over as many bytes, so that
+/// the ratio is measured under the same (drifting) bandwidth.
+int bench_stream(int rows, int cols, int n_mats, int reps, const std::string& type_name) {
+  GGMLType type = GGMLType::Q4_0;
+  bool known = false;
+  for (uint32_t id = 0; id < 64 && !known; ++id) {
+    known = type_supported(GGMLType(id)) && ggml_type_name(GGMLType(id)) == type_name;
+    if (known) type = GGMLType(id);
+  }
+  check(known && type != GGMLType::F32, "unknown quantized type '", type_name, "' (",
+        supported_type_names(), ")");
+  check(cols % type_block_size(type) == 0, "cols must be a multiple of ", type_block_size(type));
   std::vector<unsigned char> storage;
-  const Weight w = random_weight(rows, cols, GGMLType::Q4_0, storage);
+  const Weight w = random_weight(rows, cols, type, storage);
 #ifdef ENGINE_PACKS_WEIGHTS
   std::vector<PackedWeight> mats;
   for (int i = 0; i < n_mats; ++i) mats.push_back(pack_weight(w));
@@ -205,14 +214,15 @@ int main(int argc, char** argv) {
     if (what == "sampling" && argc == 6)
       return bench_sampling(std::atoi(argv[2]), std::atoi(argv[3]), std::strtof(argv[4], nullptr),
                             std::atoi(argv[5]));
-    if (what == "stream" && argc == 6)
+    if (what == "stream" && (argc == 6 || argc == 7))
       return bench_stream(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]),
-                          std::atoi(argv[5]));
+                          std::atoi(argv[5]), argc == 7 ? argv[6] : "q4_0");
     if (what == "tokenize" && argc == 5)
       return bench_tokenize(argv[2], argv[3], std::atoi(argv[4]));
     std::fprintf(stderr,
                  "usage: bench_kernels matmul ROWS COLS q4_0|f32 TOKENS REPS\n"
                  "       bench_kernels sampling VOCAB TOP_K TOP_P REPS\n"
+                 "       bench_kernels stream ROWS COLS N_MATS REPS [TYPE]\n"
                  "       bench_kernels tokenize VOCAB.gguf TEXT_FILE REPS\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,4 +1,4 @@
-"""gguf.py: a small GGUF v3 writer and reader, with ggml's block quantizers (numpy only).
+"""gguf.py: a small GGUF v3 writer and reader (numpy only); ggml's block types are in quants.py.
 
 File layout (little-endian throughout):
     magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
@@ -17,6 +17,8 @@ import hashlib
 import struct
 
 import numpy as np
+
+import quants
 
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
@@ -43,20 +45,11 @@ _SCALAR_DTYPE = {
 }
 
 
-class GGMLType:
-    """ggml tensor types (file numbering) and their block geometry."""
-    F32, F16, Q4_0, Q8_0, Q6_K = 0, 1, 2, 8, 14
-    NAMES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 14: "q6_k"}
-    # type -> (weights per block, bytes per block)
-    BLOCK = {0: (1, 4), 1: (1, 2), 2: (32, 18), 8: (32, 34), 14: (256, 210)}
-
-
-QK4_0 = 32
-QK8_0 = 32
-QK_K = 256
-Q4_0_OFFSET = 8       # Q4_0 stores q + 8 in a nibble: q in [-8, 7]
-Q6_K_OFFSET = 32      # Q6_K stores q + 32 in 6 bits: q in [-32, 31]
-Q8_0_MAX = 127        # Q8_0 maps max |x| to 127
+# The ggml types, their block geometry, and the quantizers and dequantizers live in quants.py.
+GGMLType = quants.GGMLType
+QK4_0, QK8_0, QK_K = quants.QK4_0, quants.QK8_0, quants.QK_K
+fp16_bits, fp16_value = quants.fp16_bits, quants.fp16_value
+pack_q6_k, random_q6_k_blocks = quants.pack_q6_k, quants.random_q6_k_blocks
 
 
 def type_nbytes(ggml_type, n_elements):
@@ -72,169 +65,20 @@ def align_up(n, alignment):
     return (n + alignment - 1) // alignment * alignment
 
 
-# ---------------------------------------------------------------------------------------------
-# Quantizers and dequantizers (ggml's reference rounding, float32 arithmetic as in C)
-# ---------------------------------------------------------------------------------------------
-
-def fp16_bits(values):
-    """float -> IEEE half bits (round to nearest even, as F16C's and ggml's conversion)."""
-    return np.asarray(values, dtype=np.float32).astype(np.float16).view(np.uint16)
-
-
-def fp16_value(bits):
-    """IEEE half bits -> float32 (exact)."""
-    return np.asarray(bits, dtype=np.uint16).view(np.float16).astype(np.float32)
-
-
-def quantize_q4_0(x):
-    """float32 (..., n) with n % 32 == 0 -> uint8 bytes (..., n/32*18), ggml's reference rounding.
-
-    Per block: max = the element of largest |x| (first one on ties, sign kept), d = max / -8,
-    id = 1/d (0 when d == 0), q = min(15, (int8)(x*id + 8.5)) (truncation; the value is >= 0 here
-    up to rounding), qs[j] = q[j] | q[j+16] << 4, and d is stored as fp16.
-    """
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    lead = x.shape[:-1]
-    blocks = x.reshape(-1, QK4_0)
-    first_max = np.argmax(np.abs(blocks), axis=1)  # argmax returns the first of equal maxima
-    vmax = blocks[np.arange(blocks.shape[0]), first_max]
-    d = (vmax / np.float32(-8.0)).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d != 0, np.float32(1.0) / d, np.float32(0.0)).astype(np.float32)
-    scaled = (blocks * inv[:, None]).astype(np.float32) + np.float32(8.5)
-    q = np.minimum(15, np.trunc(scaled).astype(np.int32)).astype(np.uint8)
-    out = np.empty((blocks.shape[0], 18), dtype=np.uint8)
-    out[:, 0:2] = fp16_bits(d).reshape(-1, 1).view(np.uint8)
-    out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
-    return out.reshape(*lead, -1)
-
-
-def dequantize_q4_0(raw, n):
-    """uint8 bytes of Q4_0 blocks -> float32 (..., n)."""
-    blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 18)
-    d = fp16_value(blocks[:, 0:2].copy().view(np.uint16).reshape(-1))
-    qs = blocks[:, 2:]
-    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int32) - Q4_0_OFFSET
-    return (q.astype(np.float32) * d[:, None]).reshape(-1, n)
-
-
-def quantize_q8_0(x):
-    """float32 (..., n) -> Q8_0 bytes: d = amax/127, q = roundf(x/d) (half away from zero)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    lead = x.shape[:-1]
-    blocks = x.reshape(-1, QK8_0)
-    amax = np.max(np.abs(blocks), axis=1)
-    d = (amax / np.float32(Q8_0_MAX)).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d != 0, np.float32(1.0) / d, np.float32(0.0)).astype(np.float32)
-    scaled = (blocks * inv[:, None]).astype(np.float32).astype(np.float64)  # exact widening
-    q = (np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)).astype(np.int8)  # roundf, exactly
-    out = np.empty((blocks.shape[0], 34), dtype=np.uint8)
-    out[:, 0:2] = fp16_bits(d).reshape(-1, 1).view(np.uint8)
-    out[:, 2:] = q.view(np.uint8)
-    return out.reshape(*lead, -1)
-
-
-def dequantize_q8_0(raw, n):
-    blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 34)
-    d = fp16_value(blocks[:, 0:2].copy().view(np.uint16).reshape(-1))
-    q = blocks[:, 2:].copy().view(np.int8).astype(np.float32)
-    return (q * d[:, None]).reshape(-1, n)
-
-
-def dequantize_q6_k(raw, n):
-    """Q6_K super-blocks {ql[128], qh[64], i8 scales[16], fp16 d} -> float32 (..., n).
-
-    Each half of 128 weights uses ql[64], qh[32], scales[8]. For l < 32 in a half:
-      w[l]    = d * sc[l/16 + 0] * ((ql[l]    & 15) | ((qh[l] >> 0) & 3) << 4) - 32)
-      w[l+32] = d * sc[l/16 + 2] * ((ql[l+32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32)
-      w[l+64] = d * sc[l/16 + 4] * ((ql[l]    >> 4) | ((qh[l] >> 4) & 3) << 4) - 32)
-      w[l+96] = d * sc[l/16 + 6] * ((ql[l+32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32)
-    """
-    blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 210)
-    nb = blocks.shape[0]
-    ql = blocks[:, 0:128].reshape(nb, 2, 64).astype(np.int32)
-    qh = blocks[:, 128:192].reshape(nb, 2, 32).astype(np.int32)
-    sc = blocks[:, 192:208].copy().view(np.int8).reshape(nb, 2, 8).astype(np.float32)
-    d = fp16_value(blocks[:, 208:210].copy().view(np.uint16).reshape(-1))
-    q = np.empty((nb, 2, 4, 32), dtype=np.int32)  # (block, half, quarter, l)
-    q[:, :, 0] = (ql[:, :, 0:32] & 0xF) | (((qh >> 0) & 3) << 4)
-    q[:, :, 1] = (ql[:, :, 32:64] & 0xF) | (((qh >> 2) & 3) << 4)
-    q[:, :, 2] = (ql[:, :, 0:32] >> 4) | (((qh >> 4) & 3) << 4)
-    q[:, :, 3] = (ql[:, :, 32:64] >> 4) | (((qh >> 6) & 3) << 4)
-    q -= Q6_K_OFFSET
-    # Scale index for (quarter k, l): l // 16 + 2 * k.
-    scale = sc.reshape(nb, 2, 4, 2)[:, :, :, :, None]  # (block, half, quarter, l//16, 1)
-    w = q.reshape(nb, 2, 4, 2, 16).astype(np.float32) * scale * d[:, None, None, None, None]
-    return w.reshape(-1, n)
-
-
-def pack_q6_k(q, scales, d):
-    """Packs 6-bit weights into Q6_K blocks (the inverse of dequantize_q6_k's bit layout).
-
-    q: int (nb, 256) in [-32, 31]; scales: int8 (nb, 16); d: float (nb,) -> uint8 (nb, 210).
-    """
-    q = (np.asarray(q, dtype=np.int32) + Q6_K_OFFSET).astype(np.uint8).reshape(-1, 2, 4, 32)
-    nb = q.shape[0]
-    out = np.empty((nb, 210), dtype=np.uint8)
-    ql = np.empty((nb, 2, 64), dtype=np.uint8)
-    ql[:, :, 0:32] = (q[:, :, 0] & 0xF) | ((q[:, :, 2] & 0xF) << 4)
-    ql[:, :, 32:64] = (q[:, :, 1] & 0xF) | ((q[:, :, 3] & 0xF) << 4)
-    qh = ((q[:, :, 0] >> 4) | ((q[:, :, 1] >> 4) << 2) | ((q[:, :, 2] >> 4) << 4) |
-          ((q[:, :, 3] >> 4) << 6))
-    out[:, 0:128] = ql.reshape(nb, 128)
-    out[:, 128:192] = qh.reshape(nb, 64)
-    out[:, 192:208] = np.asarray(scales, dtype=np.int8).reshape(nb, 16).view(np.uint8)
-    out[:, 208:210] = fp16_bits(d).reshape(-1, 1).view(np.uint8)
-    return out
-
-
-def random_q6_k_blocks(random_bytes, d):
-    """Valid Q6_K blocks from raw random bytes (nb, 208): ql and qh are any bytes; scales are
-    taken from the last 16 bytes, folded into [-127, 127] (ggml never writes -128); d: (nb,)."""
-    random_bytes = np.asarray(random_bytes, dtype=np.uint8)
-    nb = random_bytes.shape[0]
-    out = np.empty((nb, 210), dtype=np.uint8)
-    out[:, 0:192] = random_bytes[:, 0:192]
-    sc = random_bytes[:, 192:208].view(np.int8)
-    out[:, 192:208] = np.where(sc == -128, np.int8(127), sc).view(np.uint8)
-    out[:, 208:210] = fp16_bits(d).reshape(-1, 1).view(np.uint8)
-    return out
-
-
 def encode_tensor(values, ggml_type):
-    """float array (..., n) -> the bytes ggml stores for ggml_type (F32, F16, Q4_0, Q8_0)."""
-    values = np.asarray(values, dtype=np.float32)
-    if ggml_type == GGMLType.F32:
-        return values.astype("<f4").tobytes()
-    if ggml_type == GGMLType.F16:
-        return values.astype("<f2").tobytes()
-    if ggml_type == GGMLType.Q4_0:
-        return quantize_q4_0(values).tobytes()
-    if ggml_type == GGMLType.Q8_0:
-        return quantize_q8_0(values).tobytes()
-    raise ValueError(f"no quantizer for type {ggml_type}")
+    """float array (..., n) -> the bytes ggml stores for ggml_type (any type in quants.TYPES;
+    quantized types use ggml's reference quantizers)."""
+    if ggml_type not in quants.TYPES:
+        raise ValueError(f"no quantizer for type {ggml_type}")
+    return quants.quantize(np.asarray(values, dtype=np.float32), ggml_type).tobytes()
 
 
 def decode_tensor(raw, ggml_type, ne):
     """Tensor bytes -> float32 numpy array in numpy order (shape reversed from ne)."""
-    ne = list(ne)
-    shape = tuple(reversed(ne))
-    n = ne[0]
-    raw = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, (bytes, bytearray)) else raw
-    if ggml_type == GGMLType.F32:
-        flat = np.asarray(raw).view("<f4").astype(np.float32)
-    elif ggml_type == GGMLType.F16:
-        flat = np.asarray(raw).view("<f2").astype(np.float32)
-    elif ggml_type == GGMLType.Q4_0:
-        flat = dequantize_q4_0(raw, n)
-    elif ggml_type == GGMLType.Q8_0:
-        flat = dequantize_q8_0(raw, n)
-    elif ggml_type == GGMLType.Q6_K:
-        flat = dequantize_q6_k(raw, n)
-    else:
+    if ggml_type not in quants.TYPES:
         raise ValueError(f"no dequantizer for type {ggml_type}")
-    return flat.reshape(shape)
+    raw = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, (bytes, bytearray)) else raw
+    return quants.dequantize(raw, ggml_type).reshape(tuple(reversed(list(ne))))
 
 
 # ---------------------------------------------------------------------------------------------

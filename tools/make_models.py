@@ -3,6 +3,7 @@
 
     make_models.py --out data/models              the tiny test models + SHA256SUMS (committed)
     make_models.py --check --out data/models      regenerate in a temp dir, compare the sha256s
+    make_models.py --quant-vectors [FILE]         data/golden/quant-vectors.gguf: src and each type
     make_models.py --preset deepseek-7b --out build/models [--output-type q4_0]
     make_models.py --preset deepseek-1b --out build/models [--output-type q4_0]
 
@@ -13,7 +14,8 @@ bytes do not depend on the numpy version or the platform.
 
 The tiny models share one project-made byte-level BPE vocabulary learned from BUILTIN_TEXT.
 Models whose "weights" entry is equal share the same random weights (e.g. tiny-llama-q4_0 is
-tiny-llama-f32 quantized), so the tests can compare them.
+tiny-llama-f32 quantized), so the tests can compare them. Quantized tensors come from
+tools/quants.py (ggml's reference quantizers), so a C++ quantizer can be checked byte for byte.
 """
 
 import argparse
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bpe  # noqa: E402
 from gguf import (GGMLType, GGUFReader, GGUFType, GGUFWriter, QK4_0, QK_K,  # noqa: E402
                   fp16_bits, random_q6_k_blocks)
+from quants import TYPE_BY_NAME  # noqa: E402
 
 DEFAULT_SEED = 20251130
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +149,9 @@ def add_bpe_vocab(writer, vocab):
 
 TINY_COMMON = dict(n_embd=64, n_ff=128, n_layer=2, n_ctx=128, rms_eps=1e-6, freq_base=10000.0,
                    n_head=4, n_head_kv=4, tied=False, quant=None, output_type=None,
-                   rope_scale=None, rope_freqs=False)
+                   rope_scale=None, rope_freqs=False, mix=None)
+# The K-quant models: wide enough (256) for whole 256-weight super-blocks in every matrix.
+TINY_KQ = dict(arch="llama", weights="tiny-kq", n_embd=256, n_ff=256, n_head=4, n_head_kv=2)
 TINY_MODELS = {
     "tiny-llama-f32": dict(arch="llama", weights="tiny-llama"),
     "tiny-llama-gqa-tied-f32": dict(arch="llama", weights="tiny-llama-gqa-tied", n_head=8,
@@ -161,12 +166,29 @@ TINY_MODELS = {
                                      freq_base=100000.0),
     # DeepSeek-R1-Distill-Llama style: llama3 frequency factors in rope_freqs.weight.
     "tiny-llama-ropefreqs-f32": dict(arch="llama", weights="tiny-llama", rope_freqs=True),
+    # What llama-quantize Q4_K_M writes for this model (see q4_k_m_type).
+    "tiny-kq-q4_k_m": dict(TINY_KQ, mix="q4_k_m"),
+    # Every type at least once, different types within a layer (KQ_MIXED_TYPES).
+    "tiny-kq-mixed": dict(TINY_KQ, mix="mixed"),
 }
 NORM_JITTER = 0.1   # norm weights are 1 + 0.1 * N(0,1)
 BIAS_STD = 0.2      # qwen2 q/k/v biases
 UNTIED_EMBD_STD = 0.5
 FILE_TYPE_ALL_F32, FILE_TYPE_MOSTLY_Q4_0 = 0, 2  # general.file_type (llama_ftype numbers)
+FILE_TYPE_MOSTLY_Q4_K_M = 15
 QUANTIZATION_VERSION = 2                         # general.quantization_version of ggml today
+
+# tiny-kq-mixed: per layer, the type of each matrix; every ggml type this project knows appears.
+KQ_MIXED_TYPES = {
+    "token_embd": GGMLType.Q5_K,
+    "output": GGMLType.Q4_K,
+    0: dict(attn_q=GGMLType.Q2_K, attn_k=GGMLType.Q3_K, attn_v=GGMLType.Q5_K,
+            attn_output=GGMLType.Q4_1, ffn_gate=GGMLType.Q5_0, ffn_up=GGMLType.Q5_1,
+            ffn_down=GGMLType.BF16),
+    1: dict(attn_q=GGMLType.Q4_K, attn_k=GGMLType.Q6_K, attn_v=GGMLType.Q8_0,
+            attn_output=GGMLType.F16, ffn_gate=GGMLType.Q4_0, ffn_up=GGMLType.Q2_K,
+            ffn_down=GGMLType.Q3_K),
+}
 
 # llama3 rope scaling (as in Llama 3.1's config), with the original context shrunk to 64 so the
 # factors differ across the 8 frequencies of a 16-wide head: 1, ~1.3, ~7.6, then 8.
@@ -189,6 +211,42 @@ def llama3_freq_factors(head_dim, freq_base):
                 LLAMA3_HIGH_FREQ_FACTOR - LLAMA3_LOW_FREQ_FACTOR)
             factors.append(1.0 / ((1 - smooth) / LLAMA3_FACTOR + smooth))
     return np.array(factors, dtype=np.float32)
+
+
+def use_more_bits(i_layer, n_layer):
+    """llama-quantize's layers that get more bits in Q4_K_M and Q5_K_M (llama.cpp c392e50,
+    src/llama-quant.cpp): the first and last eighth, and every third layer between."""
+    return (i_layer < n_layer // 8 or i_layer >= 7 * n_layer // 8 or
+            (i_layer - n_layer // 8) % 3 == 2)
+
+
+def q4_k_m_type(tensor, n_layer):
+    """The type llama-quantize Q4_K_M gives a matrix of a llama model whose rows are whole
+    super-blocks (no fallbacks): output.weight Q6_K; attn_v and ffn_down Q6_K on use_more_bits
+    layers (its counters of those tensors equal the layer index here); everything else,
+    token_embd included, the default Q4_K."""
+    if tensor == "output.weight":
+        return GGMLType.Q6_K
+    parts = tensor.split(".")
+    if parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down"):
+        if use_more_bits(int(parts[1]), n_layer):
+            return GGMLType.Q6_K
+    return GGMLType.Q4_K
+
+
+def mixed_type(tensor):
+    """tiny-kq-mixed's type for a matrix, from KQ_MIXED_TYPES."""
+    parts = tensor.split(".")
+    if parts[0] == "blk":
+        return KQ_MIXED_TYPES[int(parts[1])][parts[2]]
+    return KQ_MIXED_TYPES[parts[0]]
+
+
+def mix_type(mix, tensor, n_layer):
+    """The type of matrix tensor in a model with the given mix (None: no mix)."""
+    if mix is None:
+        return None
+    return q4_k_m_type(tensor, n_layer) if mix == "q4_k_m" else mixed_type(tensor)
 
 
 def add_hparams(writer, arch, name, cfg):
@@ -220,8 +278,13 @@ def tiny_model(name, seed):
     cfg["n_vocab"] = len(build_vocab()[0])
     writer = GGUFWriter()
     add_hparams(writer, arch, name, cfg)
-    writer.add_u32("general.file_type", FILE_TYPE_MOSTLY_Q4_0 if quant else FILE_TYPE_ALL_F32)
-    if quant:
+    # No llama_ftype names tiny-kq-mixed's mix: like a file llama.cpp guesses the type of, it has
+    # no general.file_type.
+    if cfg["mix"] == "q4_k_m":
+        writer.add_u32("general.file_type", FILE_TYPE_MOSTLY_Q4_K_M)
+    elif cfg["mix"] is None:
+        writer.add_u32("general.file_type", FILE_TYPE_MOSTLY_Q4_0 if quant else FILE_TYPE_ALL_F32)
+    if quant or cfg["mix"]:
         writer.add_u32("general.quantization_version", QUANTIZATION_VERSION)
     n_vocab = add_tiny_vocab(writer)
 
@@ -230,9 +293,12 @@ def tiny_model(name, seed):
         return (mean + std * values).astype(np.float32).reshape(shape)
 
     def matrix(tensor, rows, cols, std=None, ggml_type=None):
-        """W (rows=out, cols=in), std 1/sqrt(cols) unless given; F32 unless quantized."""
+        """W (rows=out, cols=in), std 1/sqrt(cols) unless given; F32 unless quantized (a type
+        given here, else the model's mix, else its quant type)."""
         w = normal(tensor, (rows, cols), std if std is not None else 1.0 / np.sqrt(cols))
-        writer.add_tensor(tensor, w, ggml_type or quant or GGMLType.F32)
+        mixed = mix_type(cfg["mix"], tensor, cfg["n_layer"])
+        chosen = next(t for t in (ggml_type, mixed, quant, GGMLType.F32) if t is not None)
+        writer.add_tensor(tensor, w, chosen)
 
     def norm(tensor):
         writer.add_tensor(tensor, normal(tensor, (n_embd,), NORM_JITTER, 1.0))
@@ -276,6 +342,70 @@ def write_tiny_models(out_dir, seed):
     return sums
 
 
+# ---------------------------------------------------------------------------------------------
+# Quantizer test vectors (data/golden/quant-vectors.gguf)
+# ---------------------------------------------------------------------------------------------
+
+QUANT_VECTORS_FILE = "quant-vectors.gguf"
+QUANT_VECTOR_COLS = 512  # two K-quant super-blocks, sixteen 32-weight blocks per row
+QUANT_VECTOR_TYPES = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K",
+                      "q4_K", "q5_K", "q6_K"]
+QV_CONSTANTS = (0.75, -1.25)  # the constant row's two halves: a positive and a negative level
+QV_OUTLIER_STD = 0.05
+QV_OUTLIERS = {5: 40.0, 77: -25.0, 200: 60.0, 301: -90.0, 450: 15.0}  # column: value
+QV_TINY_STD = 1e-6  # fp16 scales of such blocks are subnormal or round to 0
+
+
+def quant_vector_rows(seed):
+    """The 8 x 512 float32 rows every quantizer is tested on: normal rows at several scales
+    (std 1; std 0.02, the size of real weights; std 50; 0.5 + 0.25 N, mostly positive, so the
+    K-quant mins clamp to 0), all zeros, a constant row (0.75 then -1.25: flat blocks of either
+    sign), N(0, 0.05) with five large outliers, and values of about 1e-6."""
+    def normal(i):
+        return random_normal(stream_key(seed, f"quant-vectors/row{i}"), QUANT_VECTOR_COLS)
+
+    half = QUANT_VECTOR_COLS // 2
+    outliers = QV_OUTLIER_STD * normal(6)
+    for col, value in QV_OUTLIERS.items():
+        outliers[col] = value
+    rows = [normal(0), 0.02 * normal(1), 50.0 * normal(2), 0.5 + 0.25 * normal(3),
+            np.zeros(QUANT_VECTOR_COLS),
+            np.repeat(QV_CONSTANTS, half),
+            outliers, QV_TINY_STD * normal(7)]
+    return np.array(rows).astype(np.float32)
+
+
+def quant_vectors(seed):
+    """A GGUFWriter with the F32 tensor src and src quantized to each QUANT_VECTOR_TYPES type,
+    one tensor per type, named after it."""
+    writer = GGUFWriter()
+    writer.add_string("general.name", "quant-vectors")
+    src = quant_vector_rows(seed)
+    writer.add_tensor("src", src, GGMLType.F32)
+    for name in QUANT_VECTOR_TYPES:
+        writer.add_tensor(name, src, TYPE_BY_NAME[name])
+    return writer
+
+
+def write_quant_vectors(path, seed):
+    """Writes the quantizer test vectors to path; returns the sha256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    digest = quant_vectors(seed).write(path)
+    print(f"{path}  {path.stat().st_size} bytes  {digest}")
+    return digest
+
+
+def check_quant_vectors(golden_dir, seed):
+    """Regenerates the test vectors and compares them with golden_dir's. -> True when equal."""
+    path = golden_dir / QUANT_VECTORS_FILE
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = quant_vectors(seed).write(Path(tmp) / QUANT_VECTORS_FILE)
+    on_disk = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "missing"
+    ok = fresh == on_disk
+    print(f"{'OK  ' if ok else 'DIFF'} {path}  regenerated {fresh[:16]}  on disk {on_disk[:16]}")
+    return ok
+
+
 def read_sums(out_dir):
     """{file name: sha256} from out_dir/SHA256SUMS ({} when absent)."""
     sums_path = out_dir / "SHA256SUMS"
@@ -297,8 +427,9 @@ def write_sums(out_dir, sums):
             f.write(f"{kept[file_name]}  {file_name}\n")
 
 
-def check_tiny_models(out_dir, seed):
-    """Regenerates into a temp dir and compares with out_dir and its SHA256SUMS. -> exit code."""
+def check_tiny_models(out_dir, seed, golden_dir):
+    """Regenerates into a temp dir and compares with out_dir and its SHA256SUMS, and the quantizer
+    test vectors with golden_dir's. -> exit code."""
     recorded = read_sums(out_dir)  # other files listed there (trained models) are not checked
     with tempfile.TemporaryDirectory() as tmp:
         fresh = write_tiny_models(Path(tmp), seed)
@@ -310,6 +441,7 @@ def check_tiny_models(out_dir, seed):
         bad += not ok
         print(f"{'OK  ' if ok else 'DIFF'} {file_name}  regenerated {digest[:16]}  "
               f"on disk {on_disk[:16]}  SHA256SUMS {recorded.get(file_name, 'missing')[:16]}")
+    bad += not check_quant_vectors(golden_dir, seed)
     print("reproducible" if not bad else f"{bad} file(s) differ")
     return 1 if bad else 0
 
@@ -471,7 +603,14 @@ def main():
                         help="output folder (default data/models, or build/models for presets)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--check", action="store_true",
-                        help="regenerate the tiny models in a temp dir and compare sha256s")
+                        help="regenerate the tiny models (and the quantizer test vectors) in a "
+                             "temp dir and compare sha256s")
+    parser.add_argument("--quant-vectors", type=Path, nargs="?", metavar="FILE",
+                        const=REPO_ROOT / "data" / "golden" / QUANT_VECTORS_FILE,
+                        help="write only the quantizer test vectors (default FILE "
+                             "data/golden/quant-vectors.gguf; make golden writes it too)")
+    parser.add_argument("--golden", type=Path, default=REPO_ROOT / "data" / "golden",
+                        help="where --check finds quant-vectors.gguf (default data/golden)")
     parser.add_argument("--preset", choices=sorted(PRESETS),
                         help="a multi-GB benchmark model with random quantized weights")
     parser.add_argument("--output-type", choices=["q6_k", "q4_0"], default="q6_k",
@@ -484,9 +623,12 @@ def main():
         write_preset(args.preset, args.out or REPO_ROOT / "build" / "models", args.seed,
                      args.output_type, args.layers)
         return 0
+    if args.quant_vectors:
+        write_quant_vectors(args.quant_vectors, args.seed)
+        return 0
     out_dir = args.out or REPO_ROOT / "data" / "models"
     if args.check:
-        return check_tiny_models(out_dir, args.seed)
+        return check_tiny_models(out_dir, args.seed, args.golden)
     write_sums(out_dir, write_tiny_models(out_dir, args.seed))
     return 0
 

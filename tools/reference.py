@@ -9,8 +9,11 @@ For every <model>.gguf in --models it writes, in --out:
 The numbers come from a float64 run; a float32 run of the same model is compared with it (the
 self-check printed for each model). If ../shared/models/stories260K.gguf exists, it is run
 greedily from "Once upon a time" and the text printed (nothing is written for it).
+It also writes --out/quant-vectors.gguf (tools/make_models.py --quant-vectors): test data and its
+quantization to every type, by tools/quants.py.
 
-Weights are read and dequantized with tools/gguf.py; nothing here comes from the C++ engine.
+Weights are read and dequantized (every ggml type this project knows) with tools/gguf.py and
+tools/quants.py; nothing here comes from the C++ engine.
 """
 
 import argparse
@@ -23,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bpe  # noqa: E402
+import make_models  # noqa: E402
 from gguf import GGUFReader  # noqa: E402
 
 PROMPT_TEXT = "Once upon a time"
@@ -30,6 +34,9 @@ N_GREEDY = 16
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STORIES = REPO_ROOT.parent / "shared" / "models" / "stories260K.gguf"
 STORIES_TOKENS = 48
+# Models with the same weights in different types, whose logits are compared: (model, baseline).
+SAME_WEIGHTS = [("tiny-llama-q4_0", "tiny-llama-f32"), ("tiny-qwen2-q4_0", "tiny-qwen2-f32"),
+                ("tiny-kjv-q4_0", "tiny-kjv-f32"), ("tiny-kq-mixed", "tiny-kq-q4_k_m")]
 DEFAULT_FREQ_BASE = 10000.0
 
 
@@ -251,11 +258,13 @@ def main():
         print(f"no .gguf files in {args.models}", file=sys.stderr)
         return 1
     logits = {p.name[:-len(".gguf")]: write_golden(p, args.out) for p in paths}
-    for arch in ("llama", "qwen2"):
-        quant, full = f"tiny-{arch}-q4_0", f"tiny-{arch}-f32"
-        if quant in logits and full in logits:
-            diff = (logits[quant] - logits[full]).abs().max().item()
-            print(f"{quant} vs {full}: max |logit diff| {diff:.3f} (Q4_0 error, same weights)")
+    for model, baseline in SAME_WEIGHTS:
+        if model in logits and baseline in logits:
+            diff = (logits[model] - logits[baseline]).abs().max().item()
+            print(f"{model} vs {baseline}: max |logit diff| {diff:.3f} (quantization error, "
+                  "same weights)")
+    make_models.write_quant_vectors(args.out / make_models.QUANT_VECTORS_FILE,
+                                    make_models.DEFAULT_SEED)
     if STORIES.exists():
         run_stories()
     else:

@@ -21,10 +21,8 @@ rerun with the same torch build, CPU type and --threads gives the same bytes.
 
 import argparse
 import copy
-import hashlib
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -44,19 +42,12 @@ from torch import nn  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bpe  # noqa: E402
 import make_models  # noqa: E402
+from kjv import read_chapters, split_text  # noqa: E402
 import reference  # noqa: E402
 from gguf import GGMLType, GGUFReader, GGUFWriter  # noqa: E402
 
 NAME = "tiny-kjv"
 DEFAULT_SEED = 20251130
-BIBLE_PROGRAM = "/usr/bin/bible"
-WHOLE_BIBLE = "Gen1:1-Rev22:21"
-# sha256 of `bible -f Gen1:1-Rev22:21` from bible-kjv-text 4.38 (Debian 12): the corpus the
-# committed model was trained on. Another dump still trains, with a warning.
-CORPUS_SHA256 = "cd45f0c9cedab8e4439bd6486c8952c77cc8b0ecc5d1f6ae3513f2039f47229d"
-VERSE_RE = re.compile(r"^(\d?[A-Za-z]+)(\d+):(\d+) (.*)$")  # "Ge1:1 In the beginning ..."
-VAL_EVERY = 20        # chapter i is held out when i % 20 == 10 (60 of the 1189 chapters)
-VAL_PHASE = 10
 N_VOCAB = 4096        # with the 258 byte and control tokens: 3838 merges
 NEWLINE_ID = 10       # token id of "\n" (byte tokens come first; no merge contains a newline)
 
@@ -80,35 +71,6 @@ SAMPLE_TOKENS = 48
 # ---------------------------------------------------------------------------------------------
 # Corpus and vocabulary
 # ---------------------------------------------------------------------------------------------
-
-def read_chapters():
-    """-> list of chapters, each a list of verse texts, in Bible order."""
-    if not Path(BIBLE_PROGRAM).exists():
-        sys.exit(f"{BIBLE_PROGRAM} not found: apt-get install bible-kjv-text (Debian)")
-    dump = subprocess.run([BIBLE_PROGRAM, "-f", WHOLE_BIBLE], check=True, capture_output=True,
-                          text=True).stdout
-    digest = hashlib.sha256(dump.encode()).hexdigest()
-    if digest != CORPUS_SHA256:
-        print(f"WARNING: the bible dump has sha256 {digest}, not {CORPUS_SHA256} (bible-kjv-text "
-              "4.38): the model will differ from the committed one", file=sys.stderr)
-    chapters, last = [], None
-    for line in dump.splitlines():
-        m = VERSE_RE.match(line)
-        if not m:
-            raise ValueError(f"{BIBLE_PROGRAM}: unexpected line {line[:60]!r}")
-        if (m[1], m[2]) != last:
-            chapters.append([])
-            last = (m[1], m[2])
-        chapters[-1].append(" ".join(m[4].split()))  # a few verses have double spaces
-    return chapters
-
-
-def split_text(chapters):
-    """-> (train text, validation text): verses one per line, each ending in a newline."""
-    train = [v for i, c in enumerate(chapters) if i % VAL_EVERY != VAL_PHASE for v in c]
-    val = [v for i, c in enumerate(chapters) if i % VAL_EVERY == VAL_PHASE for v in c]
-    return "".join(v + "\n" for v in train), "".join(v + "\n" for v in val)
-
 
 def train_vocab(text):
     """-> make_models.build_vocab's tuple for a N_VOCAB-token vocabulary learned from text."""

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "dequantized.h"
 #include "error.h"
 #include "parallel.h"
 #include "quant.h"
@@ -118,7 +119,7 @@ float dot_row(const Weight& w, int64_t r, const float* x, const float* fp16) {
     case GGMLType::Q6_K:
       return dot_q6_k(static_cast<const BlockQ6_K*>(row), x, w.cols, fp16);
     default:
-      fail(w.name, ": weight type ", ggml_type_name(w.type), " is not supported");
+      return dot_dequantized(w, r, x);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "dequantized.h"
 #include "error.h"
 #include "parallel.h"
 #include "quant.h"
@@ -151,7 +152,7 @@ float dot_row_scalar(const Weight& w, int64_t r, const Activations& a, const flo
     case GGMLType::Q6_K:
       return dot_q6_k(static_cast<const BlockQ6_K*>(row), a.x, w.cols, fp16);
     default:
-      fail(w.name, ": weight type ", ggml_type_name(w.type), " is not supported");
+      return dot_dequantized(w, r, a.x);
   }
 }
 
@@ -182,7 +183,8 @@ void dot_rows(const Weight& w, int64_t r0, int64_t n_rows, const Activations& a,
       }
       return;
     default:
-      fail(w.name, ": weight type ", ggml_type_name(w.type), " is not supported");
+      for (int64_t i = 0; i < n_rows; ++i) y[i] = dot_dequantized(w, r0 + i, a.x);
+      return;
   }
 #else
   for (int64_t i = 0; i < n_rows; ++i) y[i] = dot_row_scalar(w, r0 + i, a, fp16);

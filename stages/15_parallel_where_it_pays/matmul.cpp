@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "dequantized.h"
 #include "error.h"
 #include "parallel.h"
 #include "quant.h"
@@ -163,7 +164,7 @@ float dot_row_scalar(const Weight& w, int64_t r, const Activations& a, const flo
     case GGMLType::Q6_K:
       return dot_q6_k(static_cast<const BlockQ6_K*>(row), a.x, w.cols, fp16);
     default:
-      fail(w.name, ": weight type ", ggml_type_name(w.type), " is not supported");
+      return dot_dequantized(w, r, a.x);
   }
 }
 
@@ -196,7 +197,8 @@ void dot_rows(const PackedWeight& p, int64_t r0, int64_t n_rows, const float* x,
           out = simd::dot_q6_k(static_cast<const BlockQ6_K*>(row), xt, w.cols);
           break;
         default:
-          fail(w.name, ": weight type ", ggml_type_name(w.type), " is not supported");
+          out = dot_dequantized(w, r0 + i, xt);
+          break;
       }
     }
   }
