@@ -258,14 +258,80 @@ float dot_q3_k_simd(const BlockQ3_K* w, const XBlock* x, int64_t nb) {
   return acc;
 }
 
+/// An fp16 scale as a float: one F16C instruction where the build has it (exact, as
+/// fp16_to_fp32(), which is a call into common/ with a branch per case).
+inline float half(uint16_t h) {
+#ifdef __F16C__
+  return _cvtsh_ss(h);
+#else
+  return fp16_to_fp32(h);
+#endif
+}
+
+/// Two int32 sums at once, of a's 8 lanes and of b's: {sum a, sum b}.
+inline void sum_lanes2(__m256i a, __m256i b, int32_t& sa, int32_t& sb) {
+  const __m256i h = _mm256_hadd_epi32(a, b);  // per half: a01 a23 b01 b23
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  s = _mm_hadd_epi32(s, s);  // a b a b
+  sa = _mm_cvtsi128_si32(s);
+  sb = _mm_extract_epi32(s, 1);
+}
+
+/// Shuffle masks that broadcast int16 lane k of a 128-bit half to all 8 lanes of that half:
+/// kBroadcast16[k].
+alignas(32) constexpr uint8_t kBroadcast16[8][16] = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1},
+    {2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5},
+    {6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9},
+    {10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13},
+    {14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15}};
+
+/// For 32 weights in one register: int16 lanes 0-7 (the first 16 weights' pair sums) get lane
+/// k0 of scales (8 int16 in each 128-bit half), lanes 8-15 get lane k1.
+inline __m256i pick_scales(__m256i scales, int k0, int k1) {
+  const __m256i mask =
+      _mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(kBroadcast16[k1])),
+                       _mm_load_si128(reinterpret_cast<const __m128i*>(kBroadcast16[k0])));
+  return _mm256_shuffle_epi8(scales, mask);
+}
+
+/// Lane k of scales in every int16 lane (a 32-weight sub-block has one scale).
+inline __m256i pick_scale(__m256i scales, int k) {
+  return _mm256_shuffle_epi8(scales, _mm256_broadcastsi128_si256(_mm_load_si128(
+                                         reinterpret_cast<const __m128i*>(kBroadcast16[k]))));
+}
+
+/// Q4_K/Q5_K's 12 scale bytes as two 8-byte words, scales and mins (unpack_scales_mins, a
+/// 32-bit word at a time: byte j of each word is sub-block j's or j + 4's).
+inline void unpack_scales_mins_words(const uint8_t* packed, uint64_t& scales, uint64_t& mins) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  uint32_t s[3];
+  std::memcpy(s, packed, sizeof s);
+  const uint32_t sc_lo = s[0] & kLow6;
+  const uint32_t sc_hi = (s[2] & kLow4) | (((s[0] >> 6) & kTop2) << 4);
+  const uint32_t m_lo = s[1] & kLow6;
+  const uint32_t m_hi = ((s[2] >> 4) & kLow4) | (((s[1] >> 6) & kTop2) << 4);
+  scales = sc_lo | (uint64_t(sc_hi) << 32);
+  mins = m_lo | (uint64_t(m_hi) << 32);
+}
+
 template <class Block, bool kHigh>
 float dot_q45_k_simd(const Block* w, const XBlock* x, int64_t nb) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i sixteen = _mm256_set1_epi8(16);
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t sc[8], m[8];
-    unpack_scales_mins(w[b].scales, sc, m);
+    uint64_t sc8, m8;
+    unpack_scales_mins_words(w[b].scales, sc8, m8);
+    // summ = sum_g min[g / 2] bsums[g]: the mins doubled to 16 int16 lanes, one vpmaddwd.
+    const __m128i m = _mm_cvtsi64_si128(static_cast<long long>(m8));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    const __m256i summ = _mm256_madd_epi16(mins16, load(x[b].bsums));
+    const __m256i scales = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kHigh) qh = load(w[b].qh);
     __m256i sum = _mm256_setzero_si256();
@@ -279,12 +345,13 @@ float dot_q45_k_simd(const Block* w, const XBlock* x, int64_t nb) {
                              _mm256_and_si256(bit_mask(qh, uint8_t(1u << (2 * j + 1))), sixteen));
       }
       const int8_t* xs = x[b].qs + 2 * kSub32 * j;
-      sum = scaled_add(sum, _mm256_maddubs_epi16(lo, load(xs)), _mm256_set1_epi16(sc[2 * j]));
+      sum = scaled_add(sum, _mm256_maddubs_epi16(lo, load(xs)), pick_scale(scales, 2 * j));
       sum = scaled_add(sum, _mm256_maddubs_epi16(hi, load(xs + kSub32)),
-                       _mm256_set1_epi16(sc[2 * j + 1]));
+                       pick_scale(scales, 2 * j + 1));
     }
-    acc = finish(acc, sum_lanes(sum), mins_times_sums(m, x[b].bsums), fp16_to_fp32(w[b].d),
-                 fp16_to_fp32(w[b].dmin), x[b].d);
+    int32_t sumi, summ_i;
+    sum_lanes2(sum, summ, sumi, summ_i);
+    acc = finish(acc, sumi, summ_i, half(w[b].d), half(w[b].dmin), x[b].d);
   }
   return acc;
 }
@@ -294,10 +361,18 @@ float dot_q6_k_simd(const BlockQ6_K* w, const XBlock* x, int64_t nb) {
   const __m256i two_bits = _mm256_set1_epi8(3);
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    int32_t offset = 0;  // sum of scale x group sum: the +32 of every stored weight
-    for (int g = 0; g < kQK_K / kGroup; ++g) offset += w[b].scales[g] * x[b].bsums[g];
-    __m256i sum = _mm256_setzero_si256();
+    // The +32 of every stored weight: 32 x sum_g scale[g] bsums[g], one vpmaddwd, taken off
+    // lane by lane before the one horizontal sum.
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
+    __m256i sum =
+        _mm256_sub_epi32(_mm256_setzero_si256(),
+                         _mm256_slli_epi32(_mm256_madd_epi16(scales16, load(x[b].bsums)), 5));
+    static_assert(kQ6Offset == 1 << 5, "the offset is taken off as a shift by 5");
     for (int n = 0; n < 2; ++n) {
+      // This half's 8 scales as int16, in both 128-bit halves.
+      const __m256i scales = _mm256_broadcastsi128_si256(
+          n == 0 ? _mm256_castsi256_si128(scales16) : _mm256_extracti128_si256(scales16, 1));
       const __m256i ql0 = load(w[b].ql + 64 * n);
       const __m256i ql1 = load(w[b].ql + 64 * n + 32);
       const __m256i qh = load(w[b].qh + 32 * n);
@@ -306,12 +381,11 @@ float dot_q6_k_simd(const BlockQ6_K* w, const XBlock* x, int64_t nb) {
         const __m256i low = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (q >> 1)), low4);
         const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), two_bits);
         const __m256i v = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));  // 0..63
-        const int g = 8 * n + 2 * q;
         const __m256i p = _mm256_maddubs_epi16(v, load(x[b].qs + 128 * n + 32 * q));
-        sum = scaled_add(sum, p, two_scales(w[b].scales[g], w[b].scales[g + 1]));
+        sum = scaled_add(sum, p, pick_scales(scales, 2 * q, 2 * q + 1));
       }
     }
-    acc = finish(acc, sum_lanes(sum) - kQ6Offset * offset, 0, fp16_to_fp32(w[b].d), 0.0f, x[b].d);
+    acc = finish(acc, sum_lanes(sum), 0, half(w[b].d), 0.0f, x[b].d);
   }
   return acc;
 }
