@@ -207,8 +207,9 @@ bench-tokenizer: build/$(DOCS_STAGE)/bench_kernels
 build/tools/quantize.o: tools/quantize.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -fopenmp -c $< -o $@
-build/quantize: build/tools/quantize.o $(COMMON_OBJ)
-	$(CXX) $(CXXFLAGS) -fopenmp $^ -o $@ $(LDLIBS)
+QUANTIZE_OBJ := $(foreach f,gguf gguf_writer quant quant_k quant_mix,build/common/$(f).o)
+build/quantize: build/tools/quantize.o $(QUANTIZE_OBJ)
+	$(CXX) $(CXXFLAGS) -fopenmp $^ -o $@
 quantize: deps build/quantize
 .PHONY: quantize
 
