@@ -125,9 +125,9 @@ models:
 golden: models
 	$(PYTHON) tools/reference.py --models data/models --out data/golden
 
-# Retrain the default model (~30 min on 2 cores; needs bible-kjv-text and python3-torch).
+# Retrain the default model (~30 min on 2 cores; needs bible-kjv and python3-torch).
 train-tiny: build/01_naive/engine
-	@bash tools/deps.sh bible-kjv-text python3-torch
+	@bash tools/deps.sh bible-kjv python3-torch
 	$(PYTHON) tools/train_tiny.py --out data/models --engine build/01_naive/engine
 
 model-7b:
@@ -216,7 +216,7 @@ quantize: deps build/quantize
 # make ppl: what each quantization type costs the default model (docs/perplexity.md): tiny-kjv-f32
 # quantized by build/quantize, scored on the chapters it never saw (tools/kjv.py).
 ppl: deps build/quantize build/$(LAST)/engine
-	@bash tools/deps.sh bible-kjv-text
+	@bash tools/deps.sh bible-kjv
 	@mkdir -p build/ppl
 	$(PYTHON) tools/kjv.py --validation build/ppl/kjv-validation.txt
 	$(PYTHON) tools/ppl_table.py --engine build/$(LAST)/engine --text build/ppl/kjv-validation.txt

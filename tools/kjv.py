@@ -2,7 +2,7 @@
 
     /usr/bin/python3 tools/kjv.py --validation OUT.txt   # the held-out text (make ppl scores it)
 
-The text comes from Debian's bible-kjv-text package (apt-get install bible-kjv-text), dumped by its
+The text comes from Debian's bible-kjv-text package, dumped by its
 `bible` program. Verse references are dropped; one verse per line. Every 20th chapter (index % 20
 == 10) is held out for validation: tools/train_tiny.py trains on the rest.
 """
@@ -27,7 +27,7 @@ VAL_PHASE = 10
 def read_chapters():
     """-> list of chapters, each a list of verse texts, in Bible order."""
     if not Path(BIBLE_PROGRAM).exists():
-        sys.exit(f"{BIBLE_PROGRAM} not found: apt-get install bible-kjv-text (Debian)")
+        sys.exit(f"{BIBLE_PROGRAM} not found: apt-get install bible-kjv (Debian; its text is in bible-kjv-text)")
     dump = subprocess.run([BIBLE_PROGRAM, "-f", WHOLE_BIBLE], check=True, capture_output=True,
                           text=True).stdout
     digest = hashlib.sha256(dump.encode()).hexdigest()

@@ -8,7 +8,7 @@
 Writes tiny-kjv-f32.gguf and tiny-kjv-q4_0.gguf (and their lines in SHA256SUMS) into --out.
 
 Corpus: the King James Version (1611; public domain, see data/README.md) as Debian's
-bible-kjv-text package stores it, dumped by its `bible` program (apt-get install bible-kjv-text).
+bible-kjv-text package stores it, dumped by its `bible` program (apt-get install bible-kjv).
 Verse references are dropped; one verse per line. Every 20th chapter is held out for validation.
 Nothing of the text is written out: only the vocabulary and the weights.
 
