@@ -1,4 +1,4 @@
-// kquants.cpp: K-quant weights . Q8_K activations (see kquants.h), scalar and SIMD.
+// kquants.cpp: K-quant weights dotted with Q8_K activations (see kquants.h), scalar and SIMD.
 //
 // Every kernel computes, per super-block, two exact int32 sums: sumi = sum over sub-blocks of the
 // sub-block's integer scale times its integer dot product, and summ = sum over sub-blocks of the
