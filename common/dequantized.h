@@ -1,10 +1,10 @@
 // dequantized.h: the dot product for the weight types a stage has no kernel of its own for.
 //
 // common/ dequantizes every type llama-quantize writes (quant.h). From stage 05 on, a stage
-// computes the types it was written for (F32, F16, Q4_0, Q8_0, Q6_K) with its own kernels, and
-// every other one (Q4_1, Q5_0, Q5_1, Q2_K to Q5_K, BF16) through this function: any file runs,
-// correctly, but each row is decoded into floats again for every token, several times the cost
-// of a fused kernel. A later stage gives the K-quants kernels of their own.
+// computes the types it was written for with its own kernels (F32, F16, Q4_0, Q8_0 and Q6_K from
+// stage 05; the K-quants from stage 16) and every other one through this function: any file
+// runs, correctly, but each row is decoded into floats again for every token, several times the
+// cost of a fused kernel. It is the same in every stage, so it lives here, not in a stage.
 #pragma once
 
 #include <cstdint>
