@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "error.h"
 #include "model.h"
 #include "sampler.h"
 
@@ -31,8 +32,23 @@ class Engine {
   virtual int threads() const = 0;
 };
 
-/// The stage's engine for model. Throws Error when the model cannot be run (e.g. out of memory).
+/// The stage's engine for model. Throws Error when the model cannot be run (e.g. out of memory,
+/// or an architecture the stage does not run: require_stage_runs).
 std::unique_ptr<Engine> create_engine(const Model& model, const EngineOptions& options);
+
+/// True when this stage runs models of arch. Stages before kFirstDeepSeek2Stage run the dense
+/// llama and qwen2 only: deepseek2's attention and FFN are other layers.
+bool stage_runs(Arch arch);
+/// The first stage that runs deepseek2 (MLA and mixture of experts).
+inline constexpr const char* kFirstDeepSeek2Stage = "17_mla_moe";
+
+/// Throws Error unless stage_runs(model's architecture), naming the file and the stage that does.
+inline void require_stage_runs(const Model& model) {
+  const ModelConfig& c = model.config();
+  check(stage_runs(c.arch), model.file().path(), ": architecture '", c.arch_name,
+        "' (multi-head latent attention, mixture of experts) needs stage ", kFirstDeepSeek2Stage,
+        " or later");
+}
 
 // ---- Kernels, exposed so the shared suite checks every stage's versions. ----
 

@@ -31,6 +31,8 @@
 #include "support/paths.h"
 #include "tokenizer.h"
 
+using Catch::Matchers::Contains;
+
 namespace {
 
 struct Golden {
@@ -171,6 +173,11 @@ TEST_CASE("engine: golden logits and greedy tokens from the PyTorch reference", 
     const std::string model_path = project_path("data/models/" + golden.name + ".gguf");
     REQUIRE(std::filesystem::exists(model_path));
     const LoadedModel loaded = load(model_path);
+    if (!stage_runs(loaded.model->config().arch)) {  // deepseek2 before stage 17: refused by name
+      CHECK_THROWS_WITH(make_engine(*loaded.model, 8),
+                        Contains("needs stage " + std::string(kFirstDeepSeek2Stage)));
+      continue;
+    }
     const int n_vocab = loaded.model->config().n_vocab;
     REQUIRE(n_vocab == golden.n_vocab);
     const int n_prompt = static_cast<int>(golden.prompt.size());
@@ -238,10 +245,7 @@ TEST_CASE("engine: stories260K greedy from 'Once upon a time' tells the known st
 }
 
 TEST_CASE("engine: the context limit and bad input raise Error", "[engine]") {
-  const std::vector<std::filesystem::path> files = golden_files();
-  REQUIRE(!files.empty());
-  const std::string model_path =
-      project_path("data/models/" + files.front().stem().string() + ".gguf");
+  const std::string model_path = project_path("data/models/tiny-kjv-f32.gguf");
   const LoadedModel loaded = load(model_path);
   const int n_ctx = 3;
   const std::vector<int> tokens = {1, 2, 3, 4};

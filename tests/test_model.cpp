@@ -205,7 +205,7 @@ TEST_CASE("model: unsupported architectures are refused by name", "[model]") {
   m.arch = "gpt2";
   const std::string path = m.build("gpt2.gguf");
   CHECK_THROWS_WITH(load(path),
-                    path + ": unsupported architecture 'gpt2' (supported: llama, qwen2)");
+                    path + ": unsupported architecture 'gpt2' (supported: llama, qwen2, deepseek2)");
 }
 
 TEST_CASE("model: wrong shapes and types name the tensor", "[model]") {

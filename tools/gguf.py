@@ -192,6 +192,10 @@ class GGUFWriter:
         header = b"".join(out)
         return header + b"\0" * (align_up(len(header), self.alignment) - len(header))
 
+    def file_size(self):
+        """Bytes the file will take (header, padding, every tensor), without writing it."""
+        return len(self._header()) + sum(align_up(t[3], self.alignment) for t in self.tensors)
+
     def write(self, path):
         """Writes the file; returns its sha256 hex digest (computed while writing)."""
         digest = hashlib.sha256()

@@ -6,6 +6,7 @@
     make_models.py --quant-vectors [FILE]         data/golden/quant-vectors.gguf: src and each type
     make_models.py --preset deepseek-7b --out build/models [--output-type q4_0]
     make_models.py --preset deepseek-1b --out build/models [--output-type q4_0]
+    make_models.py --preset deepseek-v2-lite --out build/models [--output-type q4_0]
 
 Randomness comes from our own counter-based generator (splitmix64 of a per-tensor key and the
 element index), and normals are the sum of 12 uniform 16-bit integers (Irwin-Hall, mean 0,
@@ -152,6 +153,18 @@ TINY_COMMON = dict(n_embd=64, n_ff=128, n_layer=2, n_ctx=128, rms_eps=1e-6, freq
                    rope_scale=None, rope_freqs=False, mix=None)
 # The K-quant models: wide enough (256) for whole 256-weight super-blocks in every matrix.
 TINY_KQ = dict(arch="llama", weights="tiny-kq", n_embd=256, n_ff=256, n_head=4, n_head_kv=2)
+GATING_SOFTMAX, GATING_SIGMOID = 1, 2  # deepseek2.expert_gating_func (llama.cpp's numbers)
+# deepseek2 (Multi-head Latent Attention + DeepSeekMoE), V2-Lite's shape shrunk: heads of 16 + 8
+# (no RoPE + RoPE) dims, values of 8, a latent of 32; layer 0 dense (n_ff 128), layers 1-2 pick 2
+# of 8 experts of width 32 per token, plus 1 shared expert. 3 layers, so two are MoE layers.
+TINY_DEEPSEEK2 = dict(arch="deepseek2", n_layer=3, n_lead_dense=1, q_lora_rank=None,
+                      kv_lora_rank=32, qk_nope=16, qk_rope=8, v_head=8, n_expert=8,
+                      n_expert_used=2, n_expert_shared=1, n_ff_exp=32, gating=GATING_SOFTMAX,
+                      expert_weights_norm=False, expert_weights_scale=1.0, yarn=None)
+# YaRN as V2-Lite's config has it, factor 40 shrunk to 4: the 4 rotated pairs of an 8-wide RoPE
+# slice get ramps 0, 0, 0.5, 1 (correction dims 1 and 3), so every branch of the blend is used.
+# log_mul is 0.1 * mscale_all_dim (0.707), what convert_hf_to_gguf writes.
+TINY_YARN = dict(factor=4.0, orig_ctx=4096, log_mul=0.0707)
 TINY_MODELS = {
     "tiny-llama-f32": dict(arch="llama", weights="tiny-llama"),
     "tiny-llama-gqa-tied-f32": dict(arch="llama", weights="tiny-llama-gqa-tied", n_head=8,
@@ -170,10 +183,26 @@ TINY_MODELS = {
     "tiny-kq-q4_k_m": dict(TINY_KQ, mix="q4_k_m"),
     # Every type at least once, different types within a layer (KQ_MIXED_TYPES).
     "tiny-kq-mixed": dict(TINY_KQ, mix="mixed"),
+    # DeepSeek-V2-Lite style: queries straight from x, softmax router, YaRN.
+    "tiny-deepseek2-lite-f32": dict(TINY_DEEPSEEK2, weights="tiny-deepseek2-lite",
+                                    yarn=TINY_YARN),
+    "tiny-deepseek2-lite-q4_0": dict(TINY_DEEPSEEK2, weights="tiny-deepseek2-lite",
+                                     yarn=TINY_YARN, quant=GGMLType.Q4_0,
+                                     output_type=GGMLType.Q8_0),
+    # DeepSeek-V3 style: compressed queries, sigmoid router with a selection bias, renormalised
+    # and scaled expert weights, no rope scaling.
+    "tiny-deepseek2-v3-f32": dict(TINY_DEEPSEEK2, weights="tiny-deepseek2-v3", q_lora_rank=32,
+                                  gating=GATING_SIGMOID, expert_weights_norm=True,
+                                  expert_weights_scale=2.5),
 }
 NORM_JITTER = 0.1   # norm weights are 1 + 0.1 * N(0,1)
 BIAS_STD = 0.2      # qwen2 q/k/v biases
 UNTIED_EMBD_STD = 0.5
+# deepseek2 router (ffn_gate_inp): 3 times the usual std, so the 8 logits of a token are spread
+# (std ~3): the top-2 picks vary from token to token and stay clear of ties (reference.py prints
+# the smallest margin on the golden paths), while softmax still gives the second pick weight ~0.2.
+ROUTER_STD_SCALE = 3.0
+EXP_PROBS_B_STD = 0.1  # V3's selection bias: moves some picks among sigmoid scores in (0, 1)
 FILE_TYPE_ALL_F32, FILE_TYPE_MOSTLY_Q4_0 = 0, 2  # general.file_type (llama_ftype numbers)
 FILE_TYPE_MOSTLY_Q4_K_M = 15
 QUANTIZATION_VERSION = 2                         # general.quantization_version of ggml today
@@ -250,7 +279,8 @@ def mix_type(mix, tensor, n_layer):
 
 
 def add_hparams(writer, arch, name, cfg):
-    head_dim = cfg["n_embd"] // cfg["n_head"]
+    # deepseek2 rotates only the qk_rope slice of a head.
+    n_rot = cfg["qk_rope"] if arch == "deepseek2" else cfg["n_embd"] // cfg["n_head"]
     writer.add_string("general.architecture", arch)
     writer.add_string("general.name", name)
     writer.add_u32(f"{arch}.context_length", cfg["n_ctx"])
@@ -261,11 +291,38 @@ def add_hparams(writer, arch, name, cfg):
     writer.add_u32(f"{arch}.attention.head_count_kv", cfg["n_head_kv"])
     writer.add_f32(f"{arch}.attention.layer_norm_rms_epsilon", cfg["rms_eps"])
     writer.add_f32(f"{arch}.rope.freq_base", cfg["freq_base"])
-    writer.add_u32(f"{arch}.rope.dimension_count", head_dim)
+    writer.add_u32(f"{arch}.rope.dimension_count", n_rot)
     writer.add_u32(f"{arch}.vocab_size", cfg["n_vocab"])
     if cfg.get("rope_scale"):
         writer.add_string(f"{arch}.rope.scaling.type", "linear")
         writer.add_f32(f"{arch}.rope.scaling.factor", cfg["rope_scale"])
+    if arch == "deepseek2":
+        add_deepseek2_hparams(writer, cfg)
+
+
+def add_deepseek2_hparams(writer, cfg):
+    """The deepseek2.* keys beyond llama's, as convert_hf_to_gguf writes them for a checkpoint
+    whose attention is stored per head (head_count_kv = head_count, key_length = qk_nope +
+    qk_rope, value_length = v_head, a combined attn_kv_b)."""
+    arch = "deepseek2"
+    writer.add_u32(f"{arch}.leading_dense_block_count", cfg["n_lead_dense"])
+    if cfg["q_lora_rank"]:
+        writer.add_u32(f"{arch}.attention.q_lora_rank", cfg["q_lora_rank"])
+    writer.add_u32(f"{arch}.attention.kv_lora_rank", cfg["kv_lora_rank"])
+    writer.add_u32(f"{arch}.attention.key_length", cfg["qk_nope"] + cfg["qk_rope"])
+    writer.add_u32(f"{arch}.attention.value_length", cfg["v_head"])
+    writer.add_u32(f"{arch}.expert_feed_forward_length", cfg["n_ff_exp"])
+    writer.add_u32(f"{arch}.expert_count", cfg["n_expert"])
+    writer.add_u32(f"{arch}.expert_used_count", cfg["n_expert_used"])
+    writer.add_u32(f"{arch}.expert_shared_count", cfg["n_expert_shared"])
+    writer.add_f32(f"{arch}.expert_weights_scale", cfg["expert_weights_scale"])
+    writer.add_bool(f"{arch}.expert_weights_norm", cfg["expert_weights_norm"])
+    writer.add_u32(f"{arch}.expert_gating_func", cfg["gating"])
+    if cfg["yarn"]:
+        writer.add_string(f"{arch}.rope.scaling.type", "yarn")
+        writer.add_f32(f"{arch}.rope.scaling.factor", cfg["yarn"]["factor"])
+        writer.add_u32(f"{arch}.rope.scaling.original_context_length", cfg["yarn"]["orig_ctx"])
+        writer.add_f32(f"{arch}.rope.scaling.yarn_log_multiplier", cfg["yarn"]["log_mul"])
 
 
 def tiny_model(name, seed):
@@ -292,16 +349,18 @@ def tiny_model(name, seed):
         values = random_normal(stream_key(seed, f"{cfg['weights']}/{tensor}"), int(np.prod(shape)))
         return (mean + std * values).astype(np.float32).reshape(shape)
 
-    def matrix(tensor, rows, cols, std=None, ggml_type=None):
+    def matrix(tensor, rows, cols, std=None, ggml_type=None, n_expert=None):
         """W (rows=out, cols=in), std 1/sqrt(cols) unless given; F32 unless quantized (a type
-        given here, else the model's mix, else its quant type)."""
-        w = normal(tensor, (rows, cols), std if std is not None else 1.0 / np.sqrt(cols))
+        given here, else the model's mix, else its quant type). n_expert: a 3-D stack of that
+        many such matrices (ne [cols, rows, n_expert]; each expert's rows follow the last's)."""
+        shape = (rows, cols) if n_expert is None else (n_expert, rows, cols)
+        w = normal(tensor, shape, std if std is not None else 1.0 / np.sqrt(cols))
         mixed = mix_type(cfg["mix"], tensor, cfg["n_layer"])
         chosen = next(t for t in (ggml_type, mixed, quant, GGMLType.F32) if t is not None)
         writer.add_tensor(tensor, w, chosen)
 
-    def norm(tensor):
-        writer.add_tensor(tensor, normal(tensor, (n_embd,), NORM_JITTER, 1.0))
+    def norm(tensor, width=n_embd):
+        writer.add_tensor(tensor, normal(tensor, (width,), NORM_JITTER, 1.0))
 
     # Tied: embedding rows with std 1/sqrt(n_embd), so logits have std ~1 as untied ones do (a
     # larger std makes the model repeat its input token). Untied: a larger std keeps the token's
@@ -313,6 +372,11 @@ def tiny_model(name, seed):
         matrix("output.weight", n_vocab, n_embd, ggml_type=cfg["output_type"])
     if cfg["rope_freqs"]:
         writer.add_tensor("rope_freqs.weight", llama3_freq_factors(head_dim, cfg["freq_base"]))
+    if arch == "deepseek2":
+        add_deepseek2_blocks(cfg, matrix, norm,
+                             lambda tensor, shape, std: writer.add_tensor(
+                                 tensor, normal(tensor, shape, std)))
+        return writer
     for layer in range(cfg["n_layer"]):
         blk = f"blk.{layer}"
         norm(f"{blk}.attn_norm.weight")
@@ -329,6 +393,47 @@ def tiny_model(name, seed):
         matrix(f"{blk}.ffn_up.weight", n_ff, n_embd)
         matrix(f"{blk}.ffn_down.weight", n_embd, n_ff)
     return writer
+
+
+def add_deepseek2_blocks(cfg, matrix, norm, f32):
+    """The layers of a deepseek2 model (a tiny one or a preset), in the order llama.cpp's
+    converter writes them, through the caller's helpers: matrix(tensor, rows, cols, n_expert=None)
+    a matrix (or a 3-D stack of n_expert) in the file's type, norm(tensor, width) a norm,
+    f32(tensor, shape, std) random F32 values. The router is F32, as llama-quantize leaves it."""
+    n_embd, n_head = cfg["n_embd"], cfg["n_head"]
+    k_head = cfg["qk_nope"] + cfg["qk_rope"]
+    kv_rank, n_expert, n_ff_exp = cfg["kv_lora_rank"], cfg["n_expert"], cfg["n_ff_exp"]
+    n_ff_shexp = n_ff_exp * cfg["n_expert_shared"]
+    for layer in range(cfg["n_layer"]):
+        blk = f"blk.{layer}"
+        norm(f"{blk}.attn_norm.weight")
+        if cfg["q_lora_rank"]:
+            q_rank = cfg["q_lora_rank"]
+            matrix(f"{blk}.attn_q_a.weight", q_rank, n_embd)
+            norm(f"{blk}.attn_q_a_norm.weight", q_rank)
+            matrix(f"{blk}.attn_q_b.weight", n_head * k_head, q_rank)
+        else:
+            matrix(f"{blk}.attn_q.weight", n_head * k_head, n_embd)
+        # One latent (kv_rank) and one RoPE key (qk_rope) per token, shared by every head.
+        matrix(f"{blk}.attn_kv_a_mqa.weight", kv_rank + cfg["qk_rope"], n_embd)
+        norm(f"{blk}.attn_kv_a_norm.weight", kv_rank)
+        matrix(f"{blk}.attn_kv_b.weight", n_head * (cfg["qk_nope"] + cfg["v_head"]), kv_rank)
+        matrix(f"{blk}.attn_output.weight", n_embd, n_head * cfg["v_head"])
+        norm(f"{blk}.ffn_norm.weight")
+        if layer < cfg["n_lead_dense"]:
+            matrix(f"{blk}.ffn_gate.weight", cfg["n_ff"], n_embd)
+            matrix(f"{blk}.ffn_up.weight", cfg["n_ff"], n_embd)
+            matrix(f"{blk}.ffn_down.weight", n_embd, cfg["n_ff"])
+            continue
+        f32(f"{blk}.ffn_gate_inp.weight", (n_expert, n_embd), ROUTER_STD_SCALE / np.sqrt(n_embd))
+        if cfg["gating"] == GATING_SIGMOID:
+            f32(f"{blk}.exp_probs_b.bias", (n_expert,), EXP_PROBS_B_STD)
+        matrix(f"{blk}.ffn_gate_exps.weight", n_ff_exp, n_embd, n_expert=n_expert)
+        matrix(f"{blk}.ffn_up_exps.weight", n_ff_exp, n_embd, n_expert=n_expert)
+        matrix(f"{blk}.ffn_down_exps.weight", n_embd, n_ff_exp, n_expert=n_expert)
+        matrix(f"{blk}.ffn_gate_shexp.weight", n_ff_shexp, n_embd)
+        matrix(f"{blk}.ffn_up_shexp.weight", n_ff_shexp, n_embd)
+        matrix(f"{blk}.ffn_down_shexp.weight", n_embd, n_ff_shexp)
 
 
 def write_tiny_models(out_dir, seed):
@@ -459,6 +564,16 @@ PRESETS = {
     "bench-small": dict(n_embd=512, n_layer=12, n_head=8, n_head_kv=8, n_ff=1408, n_ctx=2048),
     # tests/cli_test.sh: rows 2^20 wide in a 60 MB file; a run's memory must stay near that.
     "wide-ffn": dict(n_embd=32, n_layer=1, n_head=1, n_head_kv=1, n_ff=1 << 20, n_ctx=512),
+    # DeepSeek-V2-Lite's shape (its config.json): MLA with a 512-wide latent and no query
+    # compression, heads of 128 + 64 dims, values of 128; layer 0 dense (10944), then 26 MoE
+    # layers of 64 experts of 1408 (6 used) plus 2 shared; YaRN factor 40. ~8.9 GB.
+    "deepseek-v2-lite": dict(arch="deepseek2", n_embd=2048, n_layer=27, n_head=16,
+                             n_head_kv=16, n_ff=10944, n_ctx=163840, n_lead_dense=1,
+                             q_lora_rank=None, kv_lora_rank=512, qk_nope=128, qk_rope=64,
+                             v_head=128, n_expert=64, n_expert_used=6, n_expert_shared=2,
+                             n_ff_exp=1408, gating=GATING_SOFTMAX, expert_weights_norm=False,
+                             expert_weights_scale=1.0,
+                             yarn=dict(factor=40.0, orig_ctx=4096, log_mul=0.0707)),
 }
 PRESET_COMMON = dict(rms_eps=1e-6, freq_base=10000.0, n_vocab=102400)
 CHUNK_BLOCKS = 1 << 20      # blocks generated per step (~19 MB of Q4_0): bounded memory
@@ -537,12 +652,23 @@ def copy_vocab(writer, n_vocab):
     add_bpe_vocab(writer, (tokens, types, merges, bos_id, bos_id + 1))
 
 
-def write_preset(preset, out_dir, seed, output_type, n_layer_override):
+def preset_row_widths(cfg):
+    """The row widths (ne[0]) of a preset's Q4_0 matrices."""
+    if cfg.get("arch") != "deepseek2":
+        return [cfg["n_embd"], cfg["n_ff"]]
+    return [cfg["n_embd"], cfg["n_ff"], cfg["q_lora_rank"] or cfg["n_embd"],
+            cfg["kv_lora_rank"], cfg["n_head"] * cfg["v_head"], cfg["n_ff_exp"],
+            cfg["n_ff_exp"] * cfg["n_expert_shared"]]
+
+
+def write_preset(preset, out_dir, seed, output_type, n_layer_override, dry_run=False):
     cfg = dict(PRESET_COMMON, **PRESETS[preset])
+    arch = cfg.get("arch", "llama")
     if n_layer_override:
         cfg["n_layer"] = n_layer_override
     n_embd, n_ff, n_vocab = cfg["n_embd"], cfg["n_ff"], cfg["n_vocab"]
-    if (output_type == "q6_k" and n_embd % QK_K) or n_embd % QK4_0 or n_ff % QK4_0:
+    if (output_type == "q6_k" and n_embd % QK_K) or any(w % QK4_0
+                                                        for w in preset_row_widths(cfg)):
         raise ValueError(f"{preset}: widths must be multiples of the block sizes")
     suffix = "" if output_type == "q6_k" else "-pure"  # "pure": output.weight Q4_0 too
     suffix += f"-L{cfg['n_layer']}" if n_layer_override else ""
@@ -551,20 +677,26 @@ def write_preset(preset, out_dir, seed, output_type, n_layer_override):
     out_dir.mkdir(parents=True, exist_ok=True)
 
     writer = GGUFWriter()
-    add_hparams(writer, "llama", f"{name} (random weights)", cfg)
+    add_hparams(writer, arch, f"{name} (random weights)", cfg)
     writer.add_u32("general.file_type", FILE_TYPE_MOSTLY_Q4_0)
     writer.add_u32("general.quantization_version", QUANTIZATION_VERSION)
     copy_vocab(writer, n_vocab)
 
     # Keys name the preset, not the file: --layers N and --output-type share the other tensors.
-    def q4(tensor, rows, cols):
+    def q4(tensor, rows, cols, n_expert=None):
+        """A Q4_0 matrix (rows=out, cols=in), or a 3-D stack of n_expert of them."""
         key = stream_key(seed, f"{preset}/{tensor}")
-        stream = q4_0_stream(key, rows * cols // QK4_0, 1.0 / np.sqrt(cols))
-        writer.add_raw_tensor(tensor, [cols, rows], GGMLType.Q4_0, stream)
+        ne = [cols, rows] if n_expert is None else [cols, rows, n_expert]
+        n_blocks = int(np.prod(ne, dtype=np.int64)) // QK4_0
+        writer.add_raw_tensor(tensor, ne, GGMLType.Q4_0,
+                              q4_0_stream(key, n_blocks, 1.0 / np.sqrt(cols)))
 
-    def norm(tensor):
-        values = 1.0 + NORM_JITTER * random_normal(stream_key(seed, f"{preset}/{tensor}"), n_embd)
-        writer.add_tensor(tensor, values.astype(np.float32))
+    def normal(tensor, shape, std, mean=0.0):
+        values = random_normal(stream_key(seed, f"{preset}/{tensor}"), int(np.prod(shape)))
+        return (mean + std * values).astype(np.float32).reshape(shape)
+
+    def norm(tensor, width=n_embd):
+        writer.add_tensor(tensor, normal(tensor, (width,), NORM_JITTER, 1.0))
 
     head_dim = n_embd // cfg["n_head"]
     kv_dim = cfg["n_head_kv"] * head_dim
@@ -576,7 +708,11 @@ def write_preset(preset, out_dir, seed, output_type, n_layer_override):
         writer.add_raw_tensor("output.weight", [n_embd, n_vocab], GGMLType.Q6_K, stream)
     else:
         q4("output.weight", n_vocab, n_embd)
-    for layer in range(cfg["n_layer"]):
+    if arch == "deepseek2":
+        add_deepseek2_blocks(cfg, q4, norm,
+                             lambda tensor, shape, std: writer.add_tensor(
+                                 tensor, normal(tensor, shape, std)))
+    for layer in range(cfg["n_layer"] if arch == "llama" else 0):
         blk = f"blk.{layer}"
         norm(f"{blk}.attn_norm.weight")
         q4(f"{blk}.attn_q.weight", n_embd, n_embd)
@@ -588,6 +724,11 @@ def write_preset(preset, out_dir, seed, output_type, n_layer_override):
         q4(f"{blk}.ffn_up.weight", n_ff, n_embd)
         q4(f"{blk}.ffn_down.weight", n_embd, n_ff)
 
+    if dry_run:
+        size = writer.file_size()
+        print(f"{path} (not written)  {len(writer.tensors)} tensors  {size} bytes "
+              f"({size / 1e9:.2f} GB, {size / 2**30:.2f} GiB)")
+        return
     start = time.time()
     tmp_path = path.with_suffix(".gguf.part")  # no half-written file under the final name
     digest = writer.write(tmp_path)
@@ -617,11 +758,13 @@ def main():
                         help="type of output.weight in a preset (default q6_k, as llama.cpp's "
                              "Q4_0 files; q4_0 gives an all-Q4_0 file named *-pure)")
     parser.add_argument("--layers", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --preset: print the file's size, write nothing")
     args = parser.parse_args()
 
     if args.preset:
         write_preset(args.preset, args.out or REPO_ROOT / "build" / "models", args.seed,
-                     args.output_type, args.layers)
+                     args.output_type, args.layers, args.dry_run)
         return 0
     if args.quant_vectors:
         write_quant_vectors(args.quant_vectors, args.seed)

@@ -163,7 +163,10 @@ void TransformerEngine::ffn_block(int layer) {
 
 }  // namespace
 
+bool stage_runs(Arch arch) { return arch == Arch::Llama || arch == Arch::Qwen2; }
+
 std::unique_ptr<Engine> create_engine(const Model& model, const EngineOptions& options) {
+  require_stage_runs(model);
   check(options.n_ctx > 0, model.file().path(), ": context length must be positive, got ",
         options.n_ctx);
   try {
