@@ -38,14 +38,14 @@ MODEL ?= $(DEFAULT_MODEL)
 PROMPT ?= And it came to pass
 N ?= 64
 
-.PHONY: all run test bench docs diff clean deps models golden model-7b help train-tiny
+.PHONY: all run test bench docs diff clean deps models golden model-7b model-v2-lite help train-tiny
 all: $(foreach s,$(STAGES),build/$(s)/engine)
 
 help:
 	@echo "make run [STAGE=NN] [MODEL=file.gguf] [PROMPT=...]  stream a generation"
 	@echo "make test [STAGE=NN]    the shared suite on every stage (or one)"
 	@echo "make diff FROM=NN TO=NN show what one stage adds to another"
-	@echo "make models | golden | model-7b    regenerate test models, goldens, the 7B-shaped file"
+	@echo "make models | golden | model-7b | model-v2-lite    test models, goldens, 7B/V2-Lite-shaped files"
 	@echo "make quantize           build/quantize IN.gguf OUT.gguf TYPE (as llama-quantize)"
 	@echo "make ppl                perplexity and KL divergence of each type (docs/perplexity.md)"
 
@@ -132,6 +132,11 @@ train-tiny: build/01_naive/engine
 
 model-7b:
 	$(PYTHON) tools/make_models.py --preset deepseek-7b --output-type q4_0 --out build/models
+
+# DeepSeek-V2-Lite's shape (deepseek2: MLA, 64 experts, 6 used), random Q4_0 (output Q6_K, as
+# llama-quantize writes Q4_0 files), 8.9 GB, ~70 s: build/models/deepseek-v2-lite-q4_0.gguf.
+model-v2-lite:
+	$(PYTHON) tools/make_models.py --preset deepseek-v2-lite --out build/models
 
 clean:
 	rm -rf build

@@ -204,9 +204,13 @@ def read_bandwidth(threads):
 
 def weight_bytes_per_token(model):
     """Bytes of weights one decode step reads: every tensor except the embedding table, of which
-    one row is read (unless the output is tied to it, then all of it is read as the output)."""
+    one row is read (unless the output is tied to it, then all of it is read as the output), and
+    of a mixture of experts' stacked expert tensors (*_exps) only the experts a token uses."""
     r = gguf.GGUFReader(model)
-    total = sum(t.nbytes for t in r.tensors.values())
+    arch = r.get("general.architecture")
+    used = r.get(f"{arch}.expert_used_count", 0)
+    share = used / r.get(f"{arch}.expert_count") if used else 1.0
+    total = sum(t.nbytes * (share if "_exps." in t.name else 1.0) for t in r.tensors.values())
     embd = r.tensors["token_embd.weight"]
     if "output.weight" in r.tensors:
         total -= embd.nbytes - embd.nbytes // embd.ne[1]
