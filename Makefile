@@ -197,6 +197,14 @@ docs-update: build/$(DOCS_STAGE)/engine
 	$(PYTHON) tools/docs_check.py --stage $(DOCS_STAGE) --update
 .PHONY: new-stage docs-check docs-update
 
+# Decode at a long context (CTX_TOKENS of prompt, then 64 tokens, -c 4096) for ONLY="..." stages on
+# MODEL: the stats lines, one run each in turn (stage 18's page, on the V2-Lite-shaped file).
+CTX_TOKENS ?= 3900
+bench-ctx: $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
+	@$(PYTHON) -c "import sys; sys.path.insert(0, 'tools'); import bench; open('build/ctx-prompt.txt', 'w').write(bench.PROMPT_WORDS * ($(CTX_TOKENS) * 115 // 3900))"
+	@for s in $(BENCH_STAGES); do echo "$$s: $$(build/$$s/engine -m $(MODEL) -t $(THREADS) --temp 0 -f build/ctx-prompt.txt -n 64 -c 4096 2>&1 >/dev/null | grep stats)"; done
+.PHONY: bench-ctx
+
 # Sampling alone (stage 01's full sort against the last stage's partial sort), vocab 102400/152064.
 bench-sampling: build/$(firstword $(STAGES))/bench_kernels build/$(DOCS_STAGE)/bench_kernels
 	$(PYTHON) tools/bench.py --sampling --stages $(firstword $(STAGES)) $(DOCS_STAGE)
