@@ -296,7 +296,7 @@ TEST_CASE("deepseek2: stages before 17 refuse it by name; later ones run it", "[
 
 TEST_CASE("deepseek2: the ring cache slides with MLA's keys and values", "[deepseek2]") {
   if (!stage_runs(Arch::DeepSeek2)) {
-    WARN("SKIPPED: this stage does not run deepseek2 (" << kFirstDeepSeek2Stage << " on)");
+    WARN("not run: this stage refuses deepseek2 (" << kFirstDeepSeek2Stage << " on runs it)");
     return;
   }
   const std::string path = project_path("data/models/tiny-deepseek2-lite-f32.gguf");
