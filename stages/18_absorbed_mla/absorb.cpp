@@ -7,14 +7,15 @@
 
 namespace {
 
-/// The transposed key parts' type: F32 for a float wkv_b (the F32 models stay exact fp32), Q8_0
-/// for a quantized one: a second rounding, of 8 bits, on top of the file's 4 to 8, and a quarter
-/// of F32's bytes to read per token (V2-Lite: 1.1 MB a layer, not 4.2).
-GGMLType transposed_type(const Weight& wkv_b, int qk_nope) {
+/// The transposed key parts' type: F32 for a float wkv_b (the F32 models stay exact fp32), F16
+/// for a quantized one, half F32's bytes to read per token (V2-Lite: 2.1 MB a layer, not 4.2).
+/// Not Q8_0: a second rounding of the weights, and of the query it multiplies, moved V2-Lite's
+/// perplexity by 1.3% away from stage 17's and llama.cpp's (make bench-ctx's prompt, -c 128,
+/// 2 chunks: 160,022 against 158,060 and 158,080); F16's gives 158,050.
+GGMLType transposed_type(const Weight& wkv_b) {
   const bool is_float =
       wkv_b.type == GGMLType::F32 || wkv_b.type == GGMLType::F16 || wkv_b.type == GGMLType::BF16;
-  return !is_float && qk_nope % type_block_size(GGMLType::Q8_0) == 0 ? GGMLType::Q8_0
-                                                                     : GGMLType::F32;
+  return is_float ? GGMLType::F32 : GGMLType::F16;
 }
 
 }  // namespace
@@ -24,7 +25,7 @@ AbsorbedKvB absorb_kv_b(const Model& model, const Weight& wkv_b) {
   const MlaConfig& m = c.mla;
   const int nope = m.qk_nope, lora = m.kv_lora_rank;
   const int head_rows = m.qk_nope + m.v_head;  // wkv_b rows per head
-  const GGMLType type = transposed_type(wkv_b, nope);
+  const GGMLType type = transposed_type(wkv_b);
   const size_t row_bytes = type_row_bytes(type, nope);
   AbsorbedKvB out;
   out.uk_t_bytes.resize(static_cast<size_t>(c.n_head) * lora * row_bytes);

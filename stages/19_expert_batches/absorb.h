@@ -24,7 +24,7 @@ struct AbsorbedKvB {
 
   std::vector<PackedWeight> uk_t;  ///< per head: W_uk_h^T (kv_lora_rank, qk_nope)
   std::vector<PackedWeight> uv;    ///< per head: W_uv_h (v_head, kv_lora_rank), wkv_b's own rows
-  std::vector<unsigned char> uk_t_bytes;  ///< uk_t's rows: F32, or Q8_0 for a quantized wkv_b
+  std::vector<unsigned char> uk_t_bytes;  ///< uk_t's rows: F32, or F16 for a quantized wkv_b
 };
 
 /// wkv_b (n_head * (qk_nope + v_head), kv_lora_rank) of model, split and transposed as above.
