@@ -126,8 +126,6 @@ void read_deepseek2(const GGUFFile& f, ModelConfig& c) {
   m.kv_lora_rank = positive_int(f, key(a, "attention.kv_lora_rank"), kMaxEmbd);
   c.head_dim = k_head;
   c.rope.n_rot = m.qk_rope;
-  c.rope.freq_base =
-      static_cast<float>(positive_float(f, key(a, "rope.freq_base"), kDefaultFreqBase));
 
   // RoPE: none or YaRN. llama.cpp scales the scores by mscale^2 (mscale = 1 + log_mul * ln(factor))
   // and, for the rotation, cancels YaRN's own magnitude factor: cos and sin stay unscaled.
@@ -201,6 +199,8 @@ ModelConfig read_config(const GGUFFile& f) {
   c.n_head = positive_int(f, key(a, "attention.head_count"), kMaxHeads);
   c.n_head_kv = positive_int(f, key(a, "attention.head_count_kv"), kMaxHeads, c.n_head);
   c.rms_eps = rms_eps(f, a);
+  c.rope.freq_base =
+      static_cast<float>(positive_float(f, key(a, "rope.freq_base"), kDefaultFreqBase));
   if (c.arch == Arch::DeepSeek2) {
     read_deepseek2(f, c);
     return finish_config(f, c);
@@ -221,8 +221,6 @@ ModelConfig read_config(const GGUFFile& f) {
   c.rope.n_rot = positive_int(f, key(a, "rope.dimension_count"), kMaxEmbd, c.head_dim);
   check(c.rope.n_rot == c.head_dim, f.path(), ": rope.dimension_count ", c.rope.n_rot,
         " differs from the head dimension ", c.head_dim, " (partial RoPE is not supported)");
-  c.rope.freq_base =
-      static_cast<float>(positive_float(f, key(a, "rope.freq_base"), kDefaultFreqBase));
   c.rope.freq_scale = rope_freq_scale(f, a);
   return finish_config(f, c);
 }
@@ -259,32 +257,18 @@ class Binder {
   // f16 and for the quantized blocks (their scales are fp16), so that no kernel loads a float
   // from a misaligned address (a file with general.alignment = 2 could place one there).
   Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const TensorInfo* info = f_.find_tensor(name);
-    const bool is_f32 = info != nullptr && info->type == GGMLType::F32;
-    const TensorInfo& t = shaped(name, {cols, rows}, is_f32 ? alignof(float) : alignof(uint16_t));
-    check(type_supported(t.type), f_.path(), ": tensor '", name, "' has type ",
-          ggml_type_name(t.type),
-          ", which this engine cannot compute with (supported: ", supported_type_names(), ")");
+    const TensorInfo& t = shaped(name, {cols, rows}, element_alignment(name));
+    check_computable(t);
     return {name, t.type, rows, cols, t.data, type_row_bytes(t.type, cols)};
   }
 
   // n_expert matrices (rows, cols) in one 3-D tensor [cols, rows, n_expert], as one Weight of
   // n_expert * rows rows (expert_rows() views one expert).
   Weight experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols) {
-    const TensorInfo* info = f_.find_tensor(name);
-    check(info != nullptr, f_.path(), ": missing tensor '", name, "'");
-    check(info->ne == std::vector<int64_t>{cols, rows, n_expert}, f_.path(), ": tensor '", name,
-          "' has shape ", shape_string(info->ne), ", expected ",
-          shape_string({cols, rows, n_expert}));
-    const size_t alignment = info->type == GGMLType::F32 ? alignof(float) : alignof(uint16_t);
-    check(reinterpret_cast<uintptr_t>(info->data) % alignment == 0, f_.path(), ": tensor '", name,
-          "' data is not ", alignment, "-byte aligned");
-    used_.insert(name);
-    check(type_supported(info->type), f_.path(), ": tensor '", name, "' has type ",
-          ggml_type_name(info->type),
-          ", which this engine cannot compute with (supported: ", supported_type_names(), ")");
+    const TensorInfo& t = shaped(name, {cols, rows, n_expert}, element_alignment(name));
+    check_computable(t);
     // One 2-D matrix, as it lies in memory: expert e's rows follow expert e-1's.
-    return {name, info->type, rows * n_expert, cols, info->data, type_row_bytes(info->type, cols)};
+    return {name, t.type, rows * n_expert, cols, t.data, type_row_bytes(t.type, cols)};
   }
 
   // A 1-D F32 vector of n (norm weights, biases, rope factors).
@@ -304,6 +288,18 @@ class Binder {
   }
 
  private:
+  // The alignment a tensor's elements need: 4 bytes for f32, 2 for everything else.
+  size_t element_alignment(const std::string& name) const {
+    const TensorInfo* info = f_.find_tensor(name);
+    return info != nullptr && info->type == GGMLType::F32 ? alignof(float) : alignof(uint16_t);
+  }
+
+  void check_computable(const TensorInfo& t) const {
+    check(type_supported(t.type), f_.path(), ": tensor '", t.name, "' has type ",
+          ggml_type_name(t.type),
+          ", which this engine cannot compute with (supported: ", supported_type_names(), ")");
+  }
+
   const GGUFFile& f_;
   std::set<std::string> used_;
 };

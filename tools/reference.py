@@ -339,11 +339,13 @@ class DeepSeek2:
         out = torch.einsum("tkdf,tkf->tkd", down, act)
         return (weights[..., None] * out).sum(dim=1)
 
-    def pick_margins(self, ids):
+    def pick_margins(self, ids, routing=None):
         """(T,) the smallest margin at each position over the MoE layers, between the last picked
-        expert and the first unpicked one (units as in routing_summary)."""
-        routing = []
-        self.forward(ids, torch.float64, routing)
+        expert and the first unpicked one (units as in routing_summary). routing: forward()'s
+        list for ids, when already computed."""
+        if routing is None:
+            routing = []
+            self.forward(ids, torch.float64, routing)
         in_logits = self.gating == GATING_SOFTMAX and all(
             L["exp_probs_b"] is None for L in self.layers)
         k = self.n_expert_used
@@ -367,17 +369,14 @@ class DeepSeek2:
         self.forward(ids, torch.float64, routing)
         in_logits = self.gating == GATING_SOFTMAX and all(
             L["exp_probs_b"] is None for L in self.layers)
-        sets, margins, moved = [], [], 0
-        k = self.n_expert_used
-        for selection, picked, unbiased in routing:
+        sets, moved = [], 0
+        for _, picked, unbiased in routing:
             sets.append(len({tuple(sorted(p)) for p in picked.tolist()}))
-            ranked = torch.sort(selection, dim=-1, descending=True).values
-            ranked = ranked.log() if in_logits else ranked
-            margins.append((ranked[:, k - 1] - ranked[:, k]).min().item())
             moved += sum(set(a) != set(b) for a, b in zip(picked.tolist(), unbiased.tolist()))
+        margin = self.pick_margins(ids, routing).min().item()
         unit = "router logits" if in_logits else "sigmoid + bias"
         return (f"  router on {len(ids)} tokens: distinct expert sets per MoE layer {sets}, "
-                f"min pick margin {min(margins):.4f} ({unit}), picks moved by exp_probs_b "
+                f"min pick margin {margin:.4f} ({unit}), picks moved by exp_probs_b "
                 f"{moved}")
 
 
