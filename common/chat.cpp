@@ -113,3 +113,26 @@ std::string format_reply_end(ChatTemplate t, const std::string& stop_text) {
   }
   return "";
 }
+
+std::string format_conversation(ChatTemplate t, const std::vector<ChatMessage>& messages,
+                                const std::string& bos_text) {
+  size_t i = 0;
+  std::string system;
+  if (i < messages.size() && messages[i].role == "system") system = messages[i++].content;
+  check(i < messages.size(), "a conversation needs a user message");
+  std::string text;
+  for (bool first = true; i < messages.size(); first = false) {
+    check(messages[i].role == "user", "message ", i, ": expected role 'user' here, got '",
+          messages[i].role, "' (roles: an optional 'system' first, then 'user' and 'assistant' ",
+          "in turn, ending with 'user')");
+    text += format_user_turn(t, system, messages[i++].content, first, bos_text);
+    if (i == messages.size()) break;
+    check(messages[i].role == "assistant", "message ", i, ": expected role 'assistant' here, got '",
+          messages[i].role, "'");
+    text += messages[i++].content + format_reply_end(t, "");
+    check(i < messages.size(),
+          "the conversation ends with an assistant message: the last "
+          "message must be the user's");
+  }
+  return text;
+}

@@ -30,3 +30,16 @@ std::string format_user_turn(ChatTemplate t, const std::string& system, const st
 /// Text that closes an assistant reply before the next user turn (e.g. EOS text for deepseek-llm),
 /// given the end-of-generation token's text that stopped it ("" if it stopped for another reason).
 std::string format_reply_end(ChatTemplate t, const std::string& stop_text);
+
+/// One message of a conversation: role "system", "user" or "assistant".
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+/// A whole conversation as the template writes it, ending with the assistant prefix (what the
+/// Python module's create_chat_completion feeds): an optional system message first, then user
+/// and assistant messages in turn, the last one the user's. Each earlier reply ends with its end
+/// token's text. Throws Error on any other order or role.
+std::string format_conversation(ChatTemplate t, const std::vector<ChatMessage>& messages,
+                                const std::string& bos_text);

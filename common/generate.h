@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ struct GenerationStats {
   int last_token = -1;  ///< the last sampled token (the EOS/EOT one when stop is EndOfGeneration)
 };
 
+/// One step of a generation: the sampled token and the text that is now safe to print.
+struct GenerationStep {
+  int token = -1;
+  std::string text;
+};
+
 class Session {
  public:
   /// show_special: stream control tokens' text too (--special).
@@ -42,14 +49,38 @@ class Session {
   GenerationStats generate(const std::vector<int>& input, int n_predict,
                            const TokenCallback& on_token);
 
+  // The same loop one token at a time, for callers that cannot hand over a callback (an
+  // iterator in the Python module): start(), then next() until it returns false, then finish().
+  // generate() is exactly these three calls.
+
+  /// Prefill: feeds input (as generate() does) and prepares to sample up to n_predict tokens.
+  void start(const std::vector<int>& input, int n_predict);
+  /// Runs the previous step's token through the engine (unless a limit ends the generation
+  /// there), then samples the next one into step. Returns false, with nothing in step, once the
+  /// generation has ended; stats().stop then says why.
+  bool next(GenerationStep& step);
+  /// Ends the generation (before next() returned false: as a callback returning false would).
+  /// The last sampled token is kept for the next input. Returns the text still held back.
+  std::string finish();
+  const GenerationStats& stats() const { return stats_; }
+
   /// Runs input through the engine and returns the logits after its last token (prefill only).
   const float* evaluate(const std::vector<int>& input);
+  /// Forgets the context: the next input starts at position 0.
+  void reset();
+  /// The sampler for the next generations; the random stream goes on unless reseed().
+  void set_sampler(const SamplerParams& params) { params_ = params; }
+  void reseed(uint64_t seed) { rng_ = Rng(seed); }
 
   int position() const { return pos_; }
+  /// The engine's logits after the last token run (nullptr before any); valid until the next
+  /// call that runs tokens.
+  const float* last_logits() const { return step_logits_; }
 
  private:
   std::vector<int> with_pending(const std::vector<int>& input);
   const float* run(const std::vector<int>& input);
+  void end(StopReason reason);
 
   Engine& engine_;
   const Tokenizer& tokenizer_;
@@ -61,4 +92,11 @@ class Session {
   int pending_ = -1;  ///< last sampled token, not yet run through the engine
   std::vector<float> logits_;
   std::vector<Candidate> candidates_;
+  // The generation in progress (start() .. finish()).
+  GenerationStats stats_;
+  std::optional<StreamDecoder> decoder_;  ///< made anew for each generation
+  const float* step_logits_ = nullptr;    ///< the engine's logits after the last token run
+  int n_predict_ = 0;
+  int unfed_ = -1;     ///< the token next() returned last, not yet run through the engine
+  bool ended_ = true;  ///< next() returns false
 };

@@ -103,6 +103,34 @@ TEST_CASE("chat: deepseek-r1 format", "[chat]") {
   CHECK(format_reply_end(t, "") == kEos);
 }
 
+TEST_CASE("chat: a whole conversation as the templates write it", "[chat]") {
+  const std::vector<ChatMessage> talk = {
+      {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "And?"}};
+  CHECK(format_conversation(ChatTemplate::DeepSeekLLM, talk, kBos) ==
+        kBos + "Be brief.\n\nUser: Hi\n\nAssistant:Hello." + kEos + "User: And?\n\nAssistant:");
+  CHECK(format_conversation(ChatTemplate::DeepSeekCoder, talk, kBos) ==
+        kBos + "Be brief.\n### Instruction:\nHi\n### Response:\nHello.\n<|EOT|>\n" +
+            "### Instruction:\nAnd?\n### Response:\n");
+  CHECK(format_conversation(ChatTemplate::DeepSeekR1, talk, kBos) ==
+        kBos + "Be brief.<｜User｜>Hi<｜Assistant｜>Hello." + kEos +
+            "<｜User｜>And?<｜Assistant｜>");
+  // One user message: the same text as the CLI's first turn.
+  CHECK(format_conversation(ChatTemplate::DeepSeekLLM, {{"user", "Hi"}}, kBos) ==
+        format_user_turn(ChatTemplate::DeepSeekLLM, "", "Hi", true, kBos));
+  const ChatTemplate t = ChatTemplate::DeepSeekLLM;
+  CHECK_THROWS_WITH(format_conversation(t, {}, kBos), Catch::Contains("needs a user message"));
+  CHECK_THROWS_WITH(format_conversation(t, {{"system", "x"}}, kBos),
+                    Catch::Contains("needs a user message"));
+  CHECK_THROWS_WITH(format_conversation(t, {{"assistant", "x"}}, kBos),
+                    Catch::Contains("message 0: expected role 'user'"));
+  CHECK_THROWS_WITH(format_conversation(t, {{"user", "a"}, {"user", "b"}}, kBos),
+                    Catch::Contains("message 1: expected role 'assistant'"));
+  CHECK_THROWS_WITH(format_conversation(t, {{"user", "a"}, {"assistant", "b"}}, kBos),
+                    Catch::Contains("must be the user's"));
+  CHECK_THROWS_WITH(format_conversation(t, {{"user", "a"}, {"tool", "b"}}, kBos),
+                    Catch::Contains("got 'tool'"));
+}
+
 TEST_CASE("chat: formatted turns tokenize with their special tokens", "[chat]") {
   SECTION("deepseek-llm") {
     REQUIRE_SHARED_OR_SKIP(path, "vocab/ggml-vocab-deepseek-llm.gguf");
