@@ -112,8 +112,9 @@ run: deps build/$(SEL)/engine
 	@echo "stage $(SEL), model $(MODEL)" >&2
 	build/$(SEL)/engine -m "$(MODEL)" -p "$(PROMPT)" -n $(N)
 
-test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine) $(TEST_VARIANTS:%=build/%/tests)
-	@bash tests/run_all.sh $(TEST_STAGES) $(TEST_VARIANTS)
+test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine) $(TEST_VARIANTS:%=build/%/tests) \
+  build/$(SEL)/engine python
+	@bash tests/run_all.sh --python $(TEST_STAGES) $(TEST_VARIANTS)
 
 diff:
 	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make diff FROM=03 TO=04" >&2; exit 2; }
@@ -314,3 +315,37 @@ test-sanitize: deps
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash tests/run_all.sh $(SANITIZE_STAGES:%=sanitize/%)
 .PHONY: test-sanitize
+
+# The Python module (docs/python.md): make python [STAGE=NN] builds dsengine for Debian's
+# /usr/bin/python3 against one stage (default: the last) into build/python/dsengine/, so that
+# PYTHONPATH=build/python imports it; `pip install --no-build-isolation .` (setup.py) runs this
+# target and installs the same files. Objects are compiled again with -fPIC for the shared library.
+PY_DEPS := pybind11-dev python3-dev python3-numpy python3-pytest python3-setuptools python3-wheel \
+  python3-pip python3-venv
+PY_INCLUDES = -isystem $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+PY_STAGE_OBJ := $(patsubst stages/$(SEL)/%.cpp,build/python/$(SEL)/%.o,$(wildcard stages/$(SEL)/*.cpp))
+PY_COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/python/common/%.o)
+build/python/common/quant.o build/python/common/quant_k.o: CXXFLAGS += -ffp-contract=off
+build/python/common/%.o: common/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -fPIC -c $< -o $@
+build/python/$(SEL)/%.o: stages/$(SEL)/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(FLAGS_$(SEL)) -fPIC -Istages/$(SEL) -c $< -o $@
+build/python/$(SEL)/core.o: python/core.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(FLAGS_$(SEL)) -fPIC -fvisibility=hidden $(PY_INCLUDES) \
+	  -DSTAGE_NAME='"$(SEL)"' -c $< -o $@
+build/python/$(SEL)/_core.so: $(PY_STAGE_OBJ) build/python/$(SEL)/core.o $(PY_COMMON_OBJ)
+	$(CXX) $(CXXFLAGS) $(FLAGS_$(SEL)) -shared $^ -o $@ $(LDLIBS)
+python-deps:
+	@bash tools/deps.sh $(PY_DEPS)
+python: python-deps build/python/$(SEL)/_core.so
+	@mkdir -p build/python/dsengine
+	@# Each file replaced by a rename, not overwritten: a running Python may have _core.so mapped.
+	@for f in python/dsengine/*.py python/dsengine/*.pyi python/dsengine/py.typed \
+	  build/python/$(SEL)/_core.so; do d=build/python/dsengine/$$(basename $$f); \
+	  cmp -s $$f $$d || { cp $$f $$d.tmp && mv -f $$d.tmp $$d; }; done
+	@echo "python: build/python/dsengine (stage $(SEL)); PYTHONPATH=build/python $(PYTHON) -c 'import dsengine'"
+.PHONY: python python-deps
+-include $(wildcard build/python/*/*.d)

@@ -6,8 +6,15 @@
 # as NN-scalar (its scalar fallback), NN-check (its native SIMD path) and NN-avx2 (the AVX2 path),
 # the last two checked bit for bit against the scalar kernels. The long run (a hidden test case,
 # [long]) counts once, for the last stage.
+# With --python first, the Python module's pytest suite (tests/python, against build/python)
+# runs last and its test cases count too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+python_suite=0
+if [ "${1:-}" = "--python" ]; then
+  python_suite=1
+  shift
+fi
 total_pass=0
 total_fail=0
 for stage in "$@"; do
@@ -57,6 +64,23 @@ if [ -n "$long_stage" ]; then
     tail -n 40 "$log"
     total_fail=$((total_fail + 1))
   fi
+fi
+if [ "$python_suite" -eq 1 ]; then
+  log="build/python/pytest.log"
+  PYTHONPATH=build/python /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/python \
+    >"$log" 2>&1
+  summary=$(tail -n 1 "$log")
+  ppass=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+  pfail=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{s += $1} END {print s + 0}')
+  pskip=$(grep -oE '[0-9]+ skipped' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+  [ "$ppass" -eq 0 ] && [ "$pfail" -eq 0 ] && pfail=1  # pytest crashed before its summary
+  echo "python: pytest $ppass passed, $pfail failed ($pskip skipped for lack of ../shared)"
+  if [ "$pfail" -ne 0 ]; then
+    grep -E '^(FAILED|ERROR) ' "$log" | head -n 20 | cut -c 1-600
+    echo "python: whole log: $log"
+  fi
+  total_pass=$((total_pass + ppass))
+  total_fail=$((total_fail + pfail))
 fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -5,6 +5,7 @@
 #   libpcre2-dev     the tokenizer's regex engine (UTF + Unicode properties)
 #   python3-numpy    tools/make_models.py: regenerating and checking the test models
 # Optional, installed by the targets that need them: python3-torch (make golden), doxygen (make docs),
+# pybind11-dev, python3-dev, python3-pytest and pip/venv/wheel (make python, make test: PY_DEPS),
 # gnuplot-nox (make bench chart).
 set -euo pipefail
 packages=(g++ make catch2 libpcre2-dev python3-numpy "$@")
