@@ -438,6 +438,13 @@ std::string supported_type_names() {
   return names;
 }
 
+GGMLType type_from_name(const std::string& name) {
+  for (const TypeTraits& t : kTypes) {
+    if (ggml_type_name(t.type) == name) return t.type;
+  }
+  fail("unknown type '", name, "' (", supported_type_names(), ")");
+}
+
 bool type_supported(GGMLType type) {
   return type_traits(type) != nullptr;
 }

@@ -151,6 +151,9 @@ struct TypeTraits {
 const TypeTraits* type_traits(GGMLType type);
 /// "f32, f16, bf16, q4_0, ...": the types in the table, for error messages.
 std::string supported_type_names();
+/// The type in the table whose ggml name is name ("q4_0", "q6_K", "f32"); throws Error naming
+/// the supported types otherwise.
+GGMLType type_from_name(const std::string& name);
 
 /// True for the types in the table (this engine can compute with all of them).
 bool type_supported(GGMLType type);

@@ -117,7 +117,11 @@ TEST_CASE("quant: type table", "[quant]") {
     CHECK(traits->block_bytes == ggml_type_layout(t)->block_bytes);
     CHECK(type_block_size(t) == traits->block_size);
     CHECK(type_block_bytes(t) == traits->block_bytes);
+    CHECK(type_from_name(ggml_type_name(t)) == t);
   }
+  CHECK_THROWS_WITH(type_from_name("q8_1"),
+                    Catch::Contains("unknown type 'q8_1'") && Catch::Contains("q4_0, q4_1"));
+  CHECK_THROWS_AS(type_from_name("Q4_0"), Error);  // ggml's names, as files and tools write them
   for (GGMLType t : {GGMLType::Q8_1, GGMLType::Q8_K, GGMLType(99)}) {
     CHECK_FALSE(type_supported(t));
     CHECK(type_traits(t) == nullptr);

@@ -59,9 +59,8 @@ Weight random_weight(int rows, int cols, GGMLType type, std::vector<unsigned cha
 }
 
 int bench_matmul(int rows, int cols, const std::string& type_name, int tokens, int reps) {
-  const GGMLType type = type_name == "q4_0" ? GGMLType::Q4_0 : GGMLType::F32;
-  check(type_name == "q4_0" || type_name == "f32", "type must be q4_0 or f32");
-  check(cols % kQK4_0 == 0 || type == GGMLType::F32, "cols must be a multiple of 32 for q4_0");
+  const GGMLType type = type_from_name(type_name);
+  check(cols % type_block_size(type) == 0, "cols must be a multiple of ", type_block_size(type));
   std::vector<unsigned char> storage;
   const Weight w = random_weight(rows, cols, type, storage);
   const std::vector<float> x = random_floats(static_cast<size_t>(tokens) * cols, 2, 1.0f);
@@ -145,14 +144,8 @@ int bench_tokenize(const std::string& vocab_path, const std::string& text_path, 
 /// than the caches, each rep next to a membench-style read-and-sum over as many bytes, so that
 /// the ratio is measured under the same (drifting) bandwidth.
 int bench_stream(int rows, int cols, int n_mats, int reps, const std::string& type_name) {
-  GGMLType type = GGMLType::Q4_0;
-  bool known = false;
-  for (uint32_t id = 0; id < 64 && !known; ++id) {
-    known = type_supported(GGMLType(id)) && ggml_type_name(GGMLType(id)) == type_name;
-    if (known) type = GGMLType(id);
-  }
-  check(known && type != GGMLType::F32, "unknown quantized type '", type_name, "' (",
-        supported_type_names(), ")");
+  const GGMLType type = type_from_name(type_name);
+  check(type != GGMLType::F32, "stream needs a quantized type, not f32");
   check(cols % type_block_size(type) == 0, "cols must be a multiple of ", type_block_size(type));
   std::vector<unsigned char> storage;
   const Weight w = random_weight(rows, cols, type, storage);
@@ -219,11 +212,12 @@ int main(int argc, char** argv) {
                           std::atoi(argv[5]), argc == 7 ? argv[6] : "q4_0");
     if (what == "tokenize" && argc == 5)
       return bench_tokenize(argv[2], argv[3], std::atoi(argv[4]));
-    std::fprintf(stderr,
-                 "usage: bench_kernels matmul ROWS COLS q4_0|f32 TOKENS REPS\n"
-                 "       bench_kernels sampling VOCAB TOP_K TOP_P REPS\n"
-                 "       bench_kernels stream ROWS COLS N_MATS REPS [TYPE]\n"
-                 "       bench_kernels tokenize VOCAB.gguf TEXT_FILE REPS\n");
+    std::fprintf(
+        stderr,
+        "usage: bench_kernels matmul ROWS COLS TYPE TOKENS REPS   (TYPE: q4_0, f32, q6_K, ...)\n"
+        "       bench_kernels sampling VOCAB TOP_K TOP_P REPS\n"
+        "       bench_kernels stream ROWS COLS N_MATS REPS [TYPE]\n"
+        "       bench_kernels tokenize VOCAB.gguf TEXT_FILE REPS\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
   }

@@ -18,6 +18,10 @@ Checks (standard library only):
           docs/*.md, point to files that exist.
   names   every `name()` quoted in docs/*.md is defined or called somewhere in common/,
           stages/, tests/ or tools/.
+  figures a stage page's paragraph that reads its tables ("the tables below show ...") quotes
+          only ratios ("0.68x") and tok/s figures ("3.14 tok/s") that are cells of a generated
+          table (<!-- bench:begin ... -->) on that page or in docs/benchmarks.md: when `make
+          bench` rewrites the tables, prose that quoted the old ones fails here.
 <stage> defaults to the last NN_name folder (learner stages are not "the final stage").
 """
 import argparse
@@ -220,6 +224,49 @@ def check_pages(problems):
             print(f"note: learner stage stages/{s}/ has no page {page} (optional)")
 
 
+# ---- figures quoted from the generated tables ----
+
+BENCH_BLOCK = re.compile(r"<!-- bench:begin [^>]*-->.*?<!-- bench:end [^>]*-->", re.S)
+RATIO = re.compile(r"(?<![\w.])(\d+\.\d+)x\b")
+TOK_S = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*\.\d+)(?= tok/s)")
+TABLE_HERE = re.compile(r"\b(tables? (below|above)|(this|these|the) (page's )?tables?)\b", re.I)
+
+
+def table_cells(text):
+    """Every cell of the generated tables in text, as written ("0.68x", "3.14"), and the
+    ratios of the generated sentences beside them ("decode 0.86x")."""
+    cells = set()
+    for b in BENCH_BLOCK.findall(text):
+        cells.update(r + "x" for r in RATIO.findall(b))
+        for line in b.split("\n"):
+            if line.startswith("|"):
+                cells.update(c.strip() for c in line.strip("|").split("|"))
+    return cells
+
+
+def check_figures(problems):
+    shared = table_cells(read(rel("docs", "benchmarks.md")))
+    pages = sorted(os.listdir(rel("docs", "stages")))
+    for name in pages:
+        md = os.path.join("docs", "stages", name)
+        text = read(rel(md))
+        cells = shared | table_cells(text)
+        prose = BENCH_BLOCK.sub("", text)
+        for paragraph in re.split(r"\n\s*\n", prose):
+            if paragraph.lstrip().startswith("|"):
+                continue  # a hand-written table carries its own source line
+            if not TABLE_HERE.search(paragraph):
+                continue  # derived figures and dated history: not a reading of the tables
+            for figure in RATIO.findall(paragraph):
+                if figure + "x" not in cells:
+                    problems.append(f"figures: {md} quotes {figure}x, which no generated table "
+                                    f"holds (regenerated since?); quote the table or date it")
+            for figure in TOK_S.findall(paragraph):
+                if figure not in cells:
+                    problems.append(f"figures: {md} quotes {figure} tok/s, which no generated "
+                                    f"table holds (regenerated since?); quote the table or date it")
+
+
 # ---- links and quoted names ----
 
 def markdown_files():
@@ -281,6 +328,7 @@ def main():
     check_pages(problems)
     check_links(problems)
     check_names(problems)
+    check_figures(problems)
     for p in problems:
         print(p, file=sys.stderr)
     if args.update:  # only a block that could not be written is a failure here

@@ -311,6 +311,17 @@ def test_bad_files_raise_engine_errors(tmp_path):
         Llama(None)
 
 
+@pytest.mark.parametrize("name", ["tiny-llama-f32.gguf", "tiny-kjv-q4_0.gguf"])
+def test_a_model_holding_nan_raises_and_stays_usable(name, tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "tests" / "cli" / "make_nan_models.py"),
+                    str(tmp_path), str(MODELS / name)], check=True)
+    with Llama(str(tmp_path / f"nan-{name}"), n_ctx=64) as llm:
+        with pytest.raises(EngineError, match="non-finite logit"):
+            llm(PROMPT, max_tokens=4)
+        with pytest.raises(EngineError, match="non-finite logit"):
+            llm.eval([1])  # a later call fails the same way, without a crash
+
+
 def test_a_closed_model_raises(tmp_path):
     with Llama(str(DEFAULT_MODEL), n_ctx=64) as llm:
         llm.eval([1, 2, 3])
