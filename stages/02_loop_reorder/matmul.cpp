@@ -17,7 +17,7 @@ void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N, int6
   for (int64_t i = 0; i < M; ++i) {
     float* c = C + i * N;
     for (int64_t j = 0; j < N; ++j) c[j] = 0.0f;
-    // Stage 02: k before j, so the inner loop streams row k of B (contiguous) instead of a column.
+    // k before j, so the inner loop streams row k of B (contiguous) instead of a column.
     // Each C[i][j] still sums over k in increasing order: the same numbers as stage 01.
     for (int64_t k = 0; k < K; ++k) {
       const float a = A[i * K + k];

@@ -19,7 +19,7 @@ namespace {
 /// C (M, N) = A (M, K) @ B (K, N); B in column panels of kPanelWidth (weights.h), A and C
 /// row-major.
 void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
-  // Stage 03: one column tile at a time; its accumulators stay in registers for all of K.
+  // One column tile at a time; its accumulators stay in registers for all of K.
   for (int64_t j0 = 0; j0 < N; j0 += kPanelWidth) {
     const float* panel = B + j0 * K;  // (K, kPanelWidth), contiguous
     const int64_t width = std::min(kPanelWidth, N - j0);

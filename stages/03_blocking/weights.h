@@ -11,7 +11,7 @@
 
 #include "model.h"
 
-/// Stage 03: columns of B per panel. 64 floats = 256 bytes = 4 AVX-512 registers of accumulators,
+/// Columns of B per panel. 64 floats = 256 bytes = 4 AVX-512 registers of accumulators,
 /// the seed article's choice; `make tune-panel` measures 16..256 (docs/stages/03_blocking.md).
 constexpr int64_t kPanelWidth = 64;
 

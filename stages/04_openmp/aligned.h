@@ -1,6 +1,6 @@
 // aligned.h: float buffers that start on a cache line.
 //
-// Stage 04: threads write disjoint 64-float tiles of a matmul's output; when the buffer starts on a
+// Threads write disjoint 64-float tiles of a matmul's output; when the buffer starts on a
 // 64-byte boundary, no cache line holds results of two threads, so no line bounces between cores
 // (false sharing, seed article §3.3). std::vector's default allocator only promises 16 bytes.
 #pragma once

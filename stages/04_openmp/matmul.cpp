@@ -19,8 +19,8 @@ namespace {
 /// C (M, N) = A (M, K) @ B (K, N); B in column panels of kPanelWidth (weights.h), A and C
 /// row-major.
 void matmul(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
-  // Stage 03: one column tile at a time; its accumulators stay in registers for all of K.
-  // Stage 04: the tiles (output columns) are split among threads, statically: every tile costs the
+  // One column tile at a time; its accumulators stay in registers for all of K.
+  // The tiles (output columns) are split among threads, statically: every tile costs the
   // same. The seed article split the i loop (tokens) instead, which at decode time (M = 1) gives
   // one thread all the work. Tiles are 256 bytes, so with C 64-byte aligned no two threads ever
   // write the same cache line (no false sharing).

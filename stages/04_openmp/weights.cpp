@@ -16,7 +16,7 @@
 
 size_t dequantize_transposed_floats(const Weight& w) {
   const int64_t n_panels = (w.rows + kPanelWidth - 1) / kPanelWidth;
-  const int64_t n_tiles = omp_get_max_threads();  // Stage 04: one row tile per thread
+  const int64_t n_tiles = omp_get_max_threads();  // One row tile per thread
   return static_cast<size_t>((n_panels + n_tiles) * kPanelWidth * w.cols);
 }
 
@@ -32,7 +32,7 @@ const float* dequantize_transposed(const Weight& w, std::vector<float>& scratch)
   float* B = scratch.data();
   float* tiles = B + n_panels * kPanelWidth * K;  // per thread (kPanelWidth, K): a panel's rows
 
-  // Stage 04: panels are independent; each thread dequantizes its share into its own tile.
+  // Panels are independent; each thread dequantizes its share into its own tile.
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < n_panels; ++p) {
     float* tile = tiles + omp_get_thread_num() * kPanelWidth * K;

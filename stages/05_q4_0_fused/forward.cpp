@@ -45,7 +45,7 @@ class TransformerEngine final : public Engine {
 
   const Model& model_;
   const ModelConfig& config_;
-  int n_threads_;  ///< Stage 04: OpenMP threads (default: physical cores, seed article §7.2)
+  int n_threads_;  ///< OpenMP threads (default: physical cores, seed article §7.2)
   KVCache cache_;
   MatmulScratch scratch_;
   // Activations of one token, allocated once.
@@ -85,7 +85,7 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
   check(c.rope.n_rot > 0 && c.rope.n_rot % 2 == 0 && c.rope.n_rot <= c.head_dim, path,
         ": rope dimension ", c.rope.n_rot, " must be even and at most head_dim ", c.head_dim);
   check(n_threads_ > 0, path, ": thread count must be positive, got ", n_threads_);
-  omp_set_num_threads(n_threads_);  // Stage 04: every parallel loop uses this many threads
+  omp_set_num_threads(n_threads_);  // Every parallel loop uses this many threads
 }
 
 float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {

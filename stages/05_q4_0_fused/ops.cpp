@@ -63,7 +63,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
   const int kv_dim = n_head_kv * head_dim;
   const int group = n_head / n_head_kv;  // query heads sharing one kv head (GQA)
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  // Stage 04: heads are independent (each has its own scores row and output slice): one per thread.
+  // Heads are independent (each has its own scores row and output slice): one per thread.
 #pragma omp parallel for schedule(static)
   for (int h = 0; h < n_head; ++h) {
     const float* q_head = q + static_cast<size_t>(h) * head_dim;  // (hd,)

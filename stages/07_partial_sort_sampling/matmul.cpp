@@ -1,11 +1,11 @@
 // matmul.cpp: linear() with the dequantization fused into the dot products (seed article §3.4).
 //
-// Stages 01-04 turned the whole weight matrix into fp32 B = W^T on every call: for a 7B Q4_0
-// model ~27 GB of fp32 written and read back per token, against 3.6 GB in the file, and a scratch
-// as large as the largest matrix (1.6 GB). Stage 05 leaves W as the file stores it (rows = "out",
-// quantization blocks along a row) and computes each output as the dot product of one stored row
-// with x, decoding every block in registers: a Q4_0 weight costs 4.5 bits of memory traffic
-// instead of 4 + 32 + 32 bits (read, fp32 copy written, read back). Rows are split among threads.
+// W stays as the file stores it (rows = "out", quantization blocks along a row), and each output
+// is the dot product of one stored row with x, every block decoded in registers: a Q4_0 weight
+// costs 4.5 bits of memory traffic, where turning the whole matrix into fp32 B = W^T on every
+// call costs 4 + 32 + 32 bits (read, fp32 copy written, read back: for a 7B Q4_0 model ~27 GB a
+// token against 3.9 GB in the file) and a scratch as large as the largest matrix (1.6 GB). Rows
+// are split among threads.
 #include "matmul.h"
 
 #include <cstdint>

@@ -25,7 +25,7 @@ KVCache::KVCache(int n_layer, int n_ctx, int kv_dim)
       // new float[] leaves the floats uninitialised, so the OS commits pages only as rows are
       // written: a 4096-position cache of a 7B model (2 x 4096 x 30 x 4096 floats = 4 GB) costs
       // nothing until it is used.
-      // Stage 06: sinks only when at least as many ring slots remain (a 4-token window is useless).
+      // Sinks only when at least as many ring slots remain (a 4-token window is useless).
       n_sinks_(n_ctx >= 2 * kSinkTokens ? kSinkTokens : 0),
       k_(new float[cache_floats(n_layer, n_ctx, kv_dim)]),
       v_(new float[cache_floats(n_layer, n_ctx, kv_dim)]),

@@ -1,7 +1,7 @@
 // kv_cache.h: the keys and values of the positions the model attends to, per layer.
 //
 // Layout: K and V each [layer][slot][kv_dim] floats, allocated once for n_ctx slots, before
-// generation; nothing is allocated per token. Stage 06 makes it a ring (seed article §4.2):
+// generation; nothing is allocated per token. It is a ring (seed article §4.2):
 // positions 0 .. n_sinks-1 keep their slots for ever (attention sinks, as StreamingLLM keeps the
 // first tokens that every later token attends to), and later positions cycle through the other
 // n_ctx - n_sinks slots, overwriting the oldest. Generation never has to stop at n_ctx.
@@ -13,7 +13,7 @@
 
 #include "model.h"
 
-/// Stage 06: positions kept as attention sinks once the ring wraps (StreamingLLM uses 4).
+/// Positions kept as attention sinks once the ring wraps (StreamingLLM uses 4).
 constexpr int kSinkTokens = 4;
 
 class KVCache {

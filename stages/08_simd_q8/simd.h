@@ -1,6 +1,6 @@
 // simd.h: which vector instruction set this build uses, and the dot products written in it.
 //
-// Stage 08: the compiler's target (-march=native) picks one path at compile time:
+// The compiler's target (-march=native) picks one path at compile time:
 //   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
 //   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
 //   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the

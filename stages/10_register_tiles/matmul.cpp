@@ -1,13 +1,13 @@
 // matmul.cpp: linear() with the dequantization fused into the dot products (seed article §3.4).
 //
-// Stages 01-04 turned the whole weight matrix into fp32 B = W^T on every call: for a 7B Q4_0
-// model ~27 GB of fp32 written and read back per token, against 3.6 GB in the file, and a scratch
-// as large as the largest matrix (1.6 GB). Stage 05 leaves W as the file stores it (rows = "out",
-// quantization blocks along a row) and computes each output as the dot product of one stored row
-// with x, decoding every block in registers: a Q4_0 weight costs 4.5 bits of memory traffic
-// instead of 4 + 32 + 32 bits (read, fp32 copy written, read back). Rows are split among threads.
+// W stays as the file stores it (rows = "out", quantization blocks along a row), and each output
+// is the dot product of one stored row with x, every block decoded in registers: a Q4_0 weight
+// costs 4.5 bits of memory traffic, where turning the whole matrix into fp32 B = W^T on every
+// call costs 4 + 32 + 32 bits (read, fp32 copy written, read back: for a 7B Q4_0 model ~27 GB a
+// token against 3.9 GB in the file) and a scratch as large as the largest matrix (1.6 GB). Rows
+// are split among threads.
 //
-// Stage 08: for Q4_0 and Q8_0 weights, x is first quantized to Q8_0 (llama.cpp's way), once per
+// For Q4_0 and Q8_0 weights, x is first quantized to Q8_0 (llama.cpp's way), once per
 // call, so that a block's 32 products are int8 x int8, summed exactly in int32 by SIMD
 // instructions (simd.cpp). The kernels below are the portable fallback and the reference the SIMD
 // ones must equal bit for bit.
@@ -28,7 +28,7 @@
 
 namespace {
 
-// Stage 08: -DENGINE_CHECK_AGAINST_SCALAR makes every linear() recompute its Q8_0-activation
+// -DENGINE_CHECK_AGAINST_SCALAR makes every linear() recompute its Q8_0-activation
 // outputs with the scalar kernels and require the same bits (a debugging build: ~10x slower).
 #ifdef ENGINE_CHECK_AGAINST_SCALAR
 constexpr bool kCheckAgainstScalar = true;
@@ -64,13 +64,13 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n, const float* fp16) {
   return sum;
 }
 
-// Stage 08: Q4_0 weights . Q8_0 activations. Weight j of a block is (low nibble of qs[j]) - 8,
+// Q4_0 weights . Q8_0 activations. Weight j of a block is (low nibble of qs[j]) - 8,
 // weight j + 16 is (high nibble) - 8, times the block's scale. Integer products are summed
 // exactly in int32 (|sum| <= 32 x 8 x 127, so also exact as a float), then scaled by d_w * d_x
 // (exact in fp32: two 11-bit significands). std::fma rounds once, as the SIMD kernels' fused
 // multiply-add does. (One instruction wherever the target has FMA: x86 since 2013, every ARMv8.)
 //
-// Stage 10: the SIMD kernels keep 8 float lanes per row and sum them once at the end (simd.h's
+// The SIMD kernels keep 8 float lanes per row and sum them once at the end (simd.h's
 // lane structure); these kernels do the same operations in the same order, so the bits agree.
 
 /// Float lanes of one (row, token) dot product, as simd.h defines them.
@@ -267,12 +267,12 @@ void check_against_scalar(const Weight& w, const float* x, const BlockQ8_0* xq, 
 void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScratch& scratch) {
   check_weight(w);
   const float* fp16 = fp16_table().value;
-  // Stage 08: x is quantized once, before the threads start, and shared by all of them.
+  // x is quantized once, before the threads start, and shared by all of them.
   const BlockQ8_0* xq =
       quantizes_activations(w.type) ? quantize_activations(x, n_tokens, w.cols, scratch) : nullptr;
   // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d): each thread takes a contiguous share of the
-  // rows (in whole tiles of simd::kTileRows), so it streams its own part of W once. Stage 10:
-  // the share goes in chunks of ~kChunkBytes of weights, which stay in L2 (2 MB a core here)
+  // rows (in whole tiles of simd::kTileRows), so it streams its own part of W once.
+  // The share goes in chunks of ~kChunkBytes of weights, which stay in L2 (2 MB a core here)
   // while every token tile passes over them; the token tiles' activations stay in L1.
   constexpr size_t kChunkBytes = 256 * 1024;
   const int64_t tile = simd::kTileRows;
@@ -297,7 +297,7 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
   if (kCheckAgainstScalar) check_against_scalar(w, x, xq, y, n_tokens, fp16);
 }
 
-// Stage 08: Q4_0 and Q8_0 layers see x rounded to Q8_0 (8 bits per value, one scale per 32):
+// Q4_0 and Q8_0 layers see x rounded to Q8_0 (8 bits per value, one scale per 32):
 // each activation moves by up to half a step, amax / 254 of its block, and every logit inherits
 // those moves through the layers. Measured against the fp64 reference (tests/test_engine.cpp):
 // 1.57% of max |logit| for tiny-llama-q4_0, 1.44% for tiny-qwen2-q4_0; 0.05 leaves 3x room. F32,

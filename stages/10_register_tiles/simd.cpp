@@ -1,7 +1,7 @@
 // simd.cpp: the dot products of matmul.cpp in AVX-512 or AVX2 (see simd.h for which).
 //
 // Quantized weights (Q4_0, Q8_0) meet activations quantized to Q8_0: 32 int8 x 32 int8 products
-// per block, summed exactly in int32 by the vector unit, then scaled. Stage 10: two blocks per
+// per block, summed exactly in int32 by the vector unit, then scaled. Two blocks per
 // 512-bit register on AVX-512, tiles of rows x tokens whose float lanes stay in registers and are
 // summed once per row (simd.h's lane structure): ~6 instructions per (row, token, block) in a
 // 4 x 4 tile, against ~13 for stage 09's one token at a time.
@@ -245,7 +245,7 @@ inline float reduce_lanes(__m256 a) {
 
 // ---- tiles of quantized weight rows x Q8_0 tokens ----
 //
-// Stage 10: R rows x T tokens per call, R x T accumulators of 8 float lanes held in registers.
+// R rows x T tokens per call, R x T accumulators of 8 float lanes held in registers.
 // Per block: T activation blocks are loaded, then each row's weight block is decoded once and
 // multiplied with all T; no horizontal sum inside the loop (stage 08 reduced every block's
 // lanes). Each (row, token) accumulator sees exactly the operations of the 1 x 1 tile, so the

@@ -1,13 +1,13 @@
 // simd.h: which vector instruction set this build uses, and the dot products written in it.
 //
-// Stage 08: the compiler's target (-march=native) picks one path at compile time:
+// The compiler's target (-march=native) picks one path at compile time:
 //   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
 //   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
 //   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
 //                 fallback can be built and tested on a machine that has the instructions)
 // Both vector paths use 256-bit registers for the integer dots (a block of 32 int8 is 256 bits).
 //
-// Stage 10: the quantized kernels keep 8 float lanes per (row, token) in registers and reduce
+// The quantized kernels keep 8 float lanes per (row, token) in registers and reduce
 // them once at the end (kDotLanes below), and compute tiles of rows x tokens together.
 #pragma once
 

@@ -5,9 +5,9 @@
 //   per layer:  x += wo @ attention(rope(wq @ rmsnorm(x)), cache of rope(wk @ ..), wv @ ..)
 //               x += w_down @ swiglu(w_gate @ rmsnorm(x), w_up @ rmsnorm(x))
 //   logits = output @ rmsnorm(x)
-// Stage 09: a prompt goes through each layer as one batch of up to kMaxBatch tokens (rows of
+// A prompt goes through each layer as one batch of up to kMaxBatch tokens (rows of
 // x), so each weight matrix is read once per layer for the whole batch, not once per token.
-// Stage 11: the engine packs every weight matrix once, at load, into the SIMD kernels' layout.
+// The engine packs every weight matrix once, at load, into the SIMD kernels' layout.
 #include <omp.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@
 
 namespace {
 
-/// Stage 09: tokens per batch. 512 is llama.cpp's default batch and the pp512 benchmark; the
+/// Tokens per batch. 512 is llama.cpp's default batch and the pp512 benchmark; the
 /// activations of a 7B model's batch take ~110 MB.
 constexpr int kMaxBatch = 512;
 /// A batch's activations take at most this many bytes (a 7B model's 512 tokens take ~100 MB):
@@ -70,7 +70,7 @@ class TransformerEngine final : public Engine {
   void attention_block(int layer, int n, int pos);
   void ffn_block(int layer, int n);
 
-  /// Stage 11: a layer's matrices, packed (matmul.h).
+  /// A layer's matrices, packed (matmul.h).
   struct PackedLayer {
     PackedWeight wq, wk, wv, wo, w_gate, w_up, w_down;
   };
@@ -79,8 +79,8 @@ class TransformerEngine final : public Engine {
   const ModelConfig& config_;
   std::vector<PackedLayer> layers_;
   PackedWeight output_;
-  int n_threads_;  ///< Stage 04: OpenMP threads (default: physical cores, seed article §7.2)
-  int max_batch_;  ///< Stage 09: rows of the activation buffers
+  int n_threads_;  ///< OpenMP threads (default: physical cores, seed article §7.2)
+  int max_batch_;  ///< Rows of the activation buffers
   KVCache cache_;
   MatmulScratch scratch_;
   // Activations of a batch of B = max_batch_ tokens, one row each, allocated once.
@@ -121,8 +121,8 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
   check(c.rope.n_rot > 0 && c.rope.n_rot % 2 == 0 && c.rope.n_rot <= c.head_dim, path,
         ": rope dimension ", c.rope.n_rot, " must be even and at most head_dim ", c.head_dim);
   check(n_threads_ > 0, path, ": thread count must be positive, got ", n_threads_);
-  omp_set_num_threads(n_threads_);  // Stage 04: every parallel loop uses this many threads
-  // Stage 11: a copy of the weights, reordered (3.6 GB for a 7B Q4_0 model: load_ms in the stats).
+  omp_set_num_threads(n_threads_);  // Every parallel loop uses this many threads
+  // A copy of the weights, reordered (3.6 GB for a 7B Q4_0 model: load_ms in the stats).
   auto pack = [&model](const Weight& w) { return pack_and_release(model, w); };
   for (const LayerWeights& l : model.layers()) {
     layers_.push_back({pack(l.wq), pack(l.wk), pack(l.wv), pack(l.wo), pack(l.w_gate), pack(l.w_up),
@@ -138,7 +138,7 @@ float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {
           " is outside the vocabulary of ", config_.n_vocab);
   }
   cache_.claim(pos, n_tokens);
-  // Stage 09: batches of up to max_batch_ tokens. A batch never wraps the ring (a slot it
+  // Batches of up to max_batch_ tokens. A batch never wraps the ring (a slot it
   // overwrote could still be needed by an earlier token of the same batch), so from the wrap on,
   // tokens go one at a time, as at decode time.
   int n = 0;
@@ -178,7 +178,7 @@ void TransformerEngine::attention_block(int layer, int n, int pos) {
   for (int t = 0; t < n; ++t) {
     rmsnorm(xb_.data() + t * d, x_.data() + t * d, w.attn_norm, d, c.rms_eps);
   }
-  // Stage 09: one linear() per matrix for the whole batch: each weight row is read once, used n
+  // One linear() per matrix for the whole batch: each weight row is read once, used n
   // times.
   linear(p.wq, xb_.data(), q_.data(), n, scratch_);  // xb (n, d) @ wq^T -> q (n, n_head*hd)
   linear(p.wk, xb_.data(), k_.data(), n, scratch_);  // xb (n, d) @ wk^T -> k (n, kv_dim)
@@ -192,7 +192,7 @@ void TransformerEngine::attention_block(int layer, int n, int pos) {
     if (w.bv != nullptr) add(v, w.bv, kv_dim);
     // Keys are cached already rotated for their position; the query rotates for its own.
     rope(q, c.n_head, c.head_dim, pos + t, c.rope);
-    cache_.keep_sink_key(layer, pos + t, k);  // Stage 06: sinks are re-rotated after a wrap
+    cache_.keep_sink_key(layer, pos + t, k);  // Sinks are re-rotated after a wrap
     rope(k, c.n_head_kv, c.head_dim, pos + t, c.rope);
     cache_.store(layer, pos + t, k, v);
     cache_.place_sinks(layer, pos + t, c.n_head_kv, c.head_dim, c.rope);

@@ -1,4 +1,4 @@
-// matmul.h: stage 11's packed weights, next to engine.h's linear().
+// matmul.h: packed weights, next to engine.h's linear().
 //
 // linear(const Weight&) takes a matrix as the file stores it. The engine instead packs each matrix
 // once, at load, into the layout the SIMD kernels read (simd.h) and calls the PackedWeight form.

@@ -1,8 +1,8 @@
 // ops.cpp: the small kernels of a transformer layer, one vector at a time.
 //
 // rmsnorm, rope, softmax, swiglu and attention do O(d) or O(n_keys * d) work per token, against
-// the O(d^2) of the matmuls, so they stay plain loops in every stage. Stage 08: except the
-// attention scores' dot products (n_keys x n_head of them per token, growing with the context).
+// the O(d^2) of the matmuls, so they stay plain loops, except the attention scores' dot
+// products (n_keys x n_head of them per token, growing with the context): SIMD dot products.
 #include <cmath>
 
 #include "engine.h"
@@ -10,7 +10,7 @@
 
 namespace {
 
-/// a (n,) . b (n,). Stage 08: in SIMD where the build has it (a float sum does not vectorize by
+/// a (n,) . b (n,). In SIMD where the build has it (a float sum does not vectorize by
 /// itself: the compiler may not reorder its additions).
 float dot(const float* a, const float* b, int n) {
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
@@ -81,7 +81,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
   const int kv_dim = n_head_kv * head_dim;
   const int group = n_head / n_head_kv;  // query heads sharing one kv head (GQA)
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  // Stage 04: heads are independent (each has its own scores row and output slice): one per thread.
+  // Heads are independent (each has its own scores row and output slice): one per thread.
 #pragma omp parallel for schedule(static)
   for (int h = 0; h < n_head; ++h) {
     const float* q_head = q + static_cast<size_t>(h) * head_dim;  // (hd,)

@@ -1,7 +1,7 @@
 // simd.cpp: the dot products of matmul.cpp in AVX-512 or AVX2 (see simd.h for which).
 //
 // Quantized weights (Q4_0, Q8_0) meet activations quantized to Q8_0: int8 x int8 products summed
-// exactly in int32 by the vector unit, then scaled. Stage 11: the weights are repacked at load
+// exactly in int32 by the vector unit, then scaled. The weights are repacked at load
 // (simd.h's layout), so each int32 lane of a register is one row and 4 activations broadcast to
 // all lanes serve 16 rows at once: per block and 16 rows, 4 loads, 12 instructions to unpack and
 // 8 vpdpbusd per token, against 16 x ~6 instructions for stage 10's tiles.
@@ -30,7 +30,7 @@
 namespace simd {
 namespace {
 
-// ---- stage 11: packed Q4_0 / Q8_0 groups x XBlock activations ----
+// ---- packed Q4_0 / Q8_0 groups x XBlock activations ----
 //
 // The vector instructions multiply unsigned bytes by signed bytes (u8 x s8), 4 adjacent products
 // summed into each int32 lane. Q4_0 nibbles are 0..15 and stand for nibble - 8: the sum starts

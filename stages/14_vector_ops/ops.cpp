@@ -1,9 +1,9 @@
 // ops.cpp: the small kernels of a transformer layer, one vector at a time.
 //
 // rmsnorm, rope, softmax, swiglu and attention do O(d) or O(n_keys * d) work per token, against
-// the O(d^2) of the matmuls, so they stayed plain loops until stage 13. Stage 08: except the
-// attention scores' dot products (n_keys x n_head of them per token, growing with the context).
-// Stage 14: the rest in SIMD too (simd.cpp): RMSNorm's sum of squares, the exponentials of
+// the O(d^2) of the matmuls, yet between the matmuls they add up. So they are SIMD too
+// (simd.cpp): the attention scores' dot products (n_keys x n_head of them per token, growing
+// with the context), RMSNorm's sum of squares, the exponentials of
 // softmax and SwiGLU (a vector e^x: the compiler does not vectorize std::exp), and RoPE's
 // rotation, each head's cos and sin computed once for all heads. The loops the compiler already
 // vectorizes (RMSNorm's scaling, attention's weighted sum of values) stay as they are.
@@ -15,7 +15,7 @@
 
 namespace {
 
-/// a (n,) . b (n,). Stage 08: in SIMD where the build has it (a float sum does not vectorize by
+/// a (n,) . b (n,). In SIMD where the build has it (a float sum does not vectorize by
 /// itself: the compiler may not reorder its additions).
 float dot(const float* a, const float* b, int n) {
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
@@ -28,7 +28,7 @@ float dot(const float* a, const float* b, int n) {
 }
 
 /// sum of x[i]^2. The scalar build sums in double, as ggml does: one float sum of d = 4096
-/// squares can be off by ~1e-4. Stage 14: the SIMD dot keeps 64 float partial sums (AVX2: 32), of
+/// squares can be off by ~1e-4. The SIMD dot keeps 64 float partial sums (AVX2: 32), of
 /// 64 squares each for d = 4096, off by ~4e-6 at worst (AVX2: ~8e-6).
 double sum_of_squares(const float* x, int n) {
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
@@ -40,7 +40,7 @@ double sum_of_squares(const float* x, int n) {
 #endif
 }
 
-/// Stage 14: x (n,) = x[j] c[j] + x[partner(j)] s[j] (simd.h's rotate_head).
+/// x (n,) = x[j] c[j] + x[partner(j)] s[j] (simd.h's rotate_head).
 void rotate_head(float* x, const float* c, const float* s, int n, bool adjacent) {
   int i = 0;  // pairs done
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
@@ -72,7 +72,7 @@ void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& params
   const int n_pairs = params.n_rot / 2;
   // AdjacentPairs (llama): (2i, 2i + 1).  HalfSplit (qwen2, neox): (i, i + n_rot / 2).
   const bool adjacent = params.style == RopeStyle::AdjacentPairs;
-  // Stage 14: every element's cos and signed sin first, then each head in one pass (a' = a cos -
+  // Every element's cos and signed sin first, then each head in one pass (a' = a cos -
   // b sin, b' = b cos + a sin), instead of every head once per pair.
   std::vector<float> c(params.n_rot), s(params.n_rot);
   for (int i = 0; i < n_pairs; ++i) {
@@ -122,7 +122,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
   const int kv_dim = n_head_kv * head_dim;
   const int group = n_head / n_head_kv;  // query heads sharing one kv head (GQA)
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  // Stage 04: heads are independent (each has its own scores row and output slice): one per thread.
+  // Heads are independent (each has its own scores row and output slice): one per thread.
 #pragma omp parallel for schedule(static)
   for (int h = 0; h < n_head; ++h) {
     const float* q_head = q + static_cast<size_t>(h) * head_dim;  // (hd,)

@@ -1,6 +1,6 @@
 // sampling.cpp: logits -> next token, by the contract in sampler.h.
 //
-// Stage 07 (seed article §5.1): rank only as much of the vocabulary as the choice needs. Top-k
+// Seed article §5.1: rank only as much of the vocabulary as the choice needs. Top-k
 // needs the k best in order: std::partial_sort, O(V log k) instead of the full sort's O(V log V)
 // (V = 102400 for DeepSeek, k = 40). Top-p alone needs the ranked prefix that reaches p: it is
 // sorted in growing chunks until the running sum gets there. Every sum keeps stage 01's order (the
@@ -39,7 +39,7 @@ int sample_token(float* logits, int n_vocab, const SamplerParams& params, Rng& r
   for (int i = 0; i < n_vocab; ++i) candidates[i] = {i, logits[i]};
   const auto first = candidates.begin();
 
-  // top-k: keep the k best (all when top_k <= 0). Stage 07: only those k are put in order.
+  // top-k: keep the k best (all when top_k <= 0). Only those k are put in order.
   const int n_top = params.top_k > 0 ? std::min(params.top_k, n_vocab) : n_vocab;
   int n_ranked = 0;  // candidates[0 .. n_ranked) are the best, in rank order
   auto rank_up_to = [&](int n) {

@@ -1,25 +1,25 @@
 // matmul.cpp: linear() with the dequantization fused into the dot products (seed article §3.4).
 //
-// Stages 01-04 turned the whole weight matrix into fp32 B = W^T on every call: for a 7B Q4_0
-// model ~27 GB of fp32 written and read back per token, against 3.6 GB in the file, and a scratch
-// as large as the largest matrix (1.6 GB). Stage 05 leaves W as the file stores it (rows = "out",
-// quantization blocks along a row) and computes each output as the dot product of one stored row
-// with x, decoding every block in registers: a Q4_0 weight costs 4.5 bits of memory traffic
-// instead of 4 + 32 + 32 bits (read, fp32 copy written, read back). Rows are split among threads.
+// W stays as the file stores it (rows = "out", quantization blocks along a row), and each output
+// is the dot product of one stored row with x, every block decoded in registers: a Q4_0 weight
+// costs 4.5 bits of memory traffic, where turning the whole matrix into fp32 B = W^T on every
+// call costs 4 + 32 + 32 bits (read, fp32 copy written, read back: for a 7B Q4_0 model ~27 GB a
+// token against 3.9 GB in the file) and a scratch as large as the largest matrix (1.6 GB). Rows
+// are split among threads.
 //
-// Stage 08: for Q4_0 and Q8_0 weights, x is first quantized to Q8_0 (llama.cpp's way), once per
+// For Q4_0 and Q8_0 weights, x is first quantized to Q8_0 (llama.cpp's way), once per
 // call, so that a block's 32 products are int8 x int8, summed exactly in int32 by SIMD
 // instructions (simd.cpp). The kernels below are the portable fallback and the reference the SIMD
 // ones must equal bit for bit.
 //
-// Stage 11: pack_weight() reorders a Q4_0 or Q8_0 matrix once, at load, into simd.h's layout
+// pack_weight() reorders a Q4_0 or Q8_0 matrix once, at load, into simd.h's layout
 // (16 rows side by side, one per int32 lane). The scalar kernels read the file's layout: the
 // order of the bytes does not change the sums, only how many instructions the SIMD ones need.
 //
-// Stage 13: matrices that read the same x go through one call (wq, wk, wv; w_gate, w_up): x is
+// Matrices that read the same x go through one call (wq, wk, wv; w_gate, w_up): x is
 // quantized once instead of 3 (2) times, and the threads meet at one barrier instead of 3 (2).
-// A decode step made 7 calls a layer, 211 a token on a 7B model (with the output); it now makes
-// 4 a layer, 121 a token.
+// A decode step makes 4 calls a layer, 121 a token on a 7B model (with the output), where one
+// call per matrix makes 7 and 211.
 #include "matmul.h"
 
 #include <algorithm>
@@ -36,7 +36,7 @@
 
 namespace {
 
-// Stage 08: -DENGINE_CHECK_AGAINST_SCALAR makes every linear() recompute its Q8_0-activation
+// -DENGINE_CHECK_AGAINST_SCALAR makes every linear() recompute its Q8_0-activation
 // outputs with the scalar kernels and require the same bits (a debugging build: ~10x slower).
 #ifdef ENGINE_CHECK_AGAINST_SCALAR
 constexpr bool kCheckAgainstScalar = true;
@@ -72,13 +72,13 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n, const float* fp16) {
   return sum;
 }
 
-// Stage 08: Q4_0 weights . Q8_0 activations. Weight j of a block is (low nibble of qs[j]) - 8,
+// Q4_0 weights . Q8_0 activations. Weight j of a block is (low nibble of qs[j]) - 8,
 // weight j + 16 is (high nibble) - 8, times the block's scale. Integer products are summed
 // exactly in int32 (|sum| <= 32 x 8 x 127, so also exact as a float), then scaled by d_w * d_x
 // (exact in fp32: two 11-bit significands). std::fma rounds once, as the SIMD kernels' fused
 // multiply-add does. (One instruction wherever the target has FMA: x86 since 2013, every ARMv8.)
 //
-// Stage 11: one float sum per (row, token), block after block (simd.h), as the packed kernels
+// One float sum per (row, token), block after block (simd.h), as the packed kernels
 // keep one lane per row.
 float dot_q4_0_q8_0(const BlockQ4_0* w, const simd::XBlock* x, int64_t n_blocks,
                     const float* fp16) {
@@ -109,7 +109,7 @@ float dot_q8_0_q8_0(const BlockQ8_0* w, const simd::XBlock* x, int64_t n_blocks,
 }
 
 /// One token's activations: x as floats, and (for Q4_0 and Q8_0 weights) quantized to Q8_0,
-/// and (stage 16, for the K-quants) to Q8_K.
+/// and, for the K-quants, to Q8_K.
 struct Activations {
   const float* x;            ///< (n,)
   const simd::XBlock* xq;    ///< (n / 32,) blocks, or nullptr when the weight type keeps floats
@@ -147,7 +147,7 @@ void dot_rows(const PackedWeight& p, int64_t r0, int64_t n_rows, const float* x,
   const Weight& w = p.source;
   const int64_t x_blocks = w.cols / kQK8_0;
   const int64_t k_blocks = w.cols / kQK_K;
-  // Stage 16: a K-quant row is decoded once per token; it stays in L1 between tokens.
+  // A K-quant row is decoded once per token; it stays in L1 between tokens.
   if (kquant::is_k_type(w.type)) {
     for (int64_t i = 0; i < n_rows; ++i) {
       for (int t = 0; t < n_tokens; ++t)
@@ -190,7 +190,7 @@ void dot_rows(const PackedWeight& p, int64_t r0, int64_t n_rows, const float* x,
 #endif
 }
 
-/// Stage 12: activation blocks a thread quantizes at a time (4 KB of floats).
+/// Activation blocks a thread quantizes at a time (4 KB of floats).
 constexpr int64_t kQuantizeStep = 32;
 
 /// Blocks [begin, end) of x (n_tokens, n) as XBlocks, by the reference quantizer (ggml's
@@ -279,13 +279,13 @@ void linear(std::initializer_list<LinearPart> parts, const float* x, int n_token
         " matrices in one call, not 1 to ", kMaxParts);
   const int64_t cols = parts.begin()->w.source.cols;
   // W (d, n) @ x (n_tokens, n)^T -> y (n_tokens, d) in chunks of ~kChunkBytes of weights, which
-  // stay in L2 (2 MB a core here) while every token tile passes over them (stage 10).
+  // stay in L2 (2 MB a core here) while every token tile passes over them.
   constexpr size_t kChunkBytes = 256 * 1024;
   const int64_t tile = simd::kTileRows;
   int64_t chunk_rows[kMaxParts];
   int64_t first_chunk[kMaxParts + 1] = {0};  // part i's chunks: first_chunk[i] .. [i + 1] - 1
   bool quantize = false;
-  bool quantize_k = false;  // stage 16: a K-quant part needs Q8_K activations
+  bool quantize_k = false;  // a K-quant part needs Q8_K activations
   int i = 0;
   for (const LinearPart& part : parts) {
     const Weight& w = part.w.source;
@@ -301,9 +301,9 @@ void linear(std::initializer_list<LinearPart> parts, const float* x, int n_token
   }
   const int64_t n_chunks = first_chunk[parts.size()];
   const float* fp16 = fp16_table().value;
-  // Stage 08: x is quantized once per call and shared by all threads (n_x_blocks blocks).
+  // x is quantized once per call and shared by all threads (n_x_blocks blocks).
   const int64_t n_x_blocks = quantize ? n_tokens * (cols / kQK8_0) : 0;
-  // Stage 16: and the K-quants' super-blocks after them, in the same scratch.
+  // And the K-quants' super-blocks after them, in the same scratch.
   const int64_t n_k_blocks = quantize_k ? n_tokens * (cols / kQK_K) : 0;
   const size_t k_offset = n_x_blocks * sizeof(simd::XBlock);
   scratch.x_quantized.resize(k_offset + n_k_blocks * sizeof(kquant::XBlock));
@@ -311,7 +311,7 @@ void linear(std::initializer_list<LinearPart> parts, const float* x, int n_token
   auto* xk = n_k_blocks > 0
                  ? reinterpret_cast<kquant::XBlock*>(scratch.x_quantized.data() + k_offset)
                  : nullptr;
-  // Stage 12: no thread waits for another. Both quantize x, a share of its blocks each (one
+  // No thread waits for another. Both quantize x, a share of its blocks each (one
   // thread did all of it while the other spun); then each takes the next chunk of rows as soon
   // as it is done with one (dynamic schedule), so the two finish within one chunk of each other
   // (a fixed half each left one thread waiting at the end of every call).
@@ -357,11 +357,11 @@ void linear(std::initializer_list<LinearPart> parts, const float* x, int n_token
   }
 }
 
-// Stage 08: Q4_0 and Q8_0 layers see x rounded to Q8_0 (8 bits per value, one scale per 32):
+// Q4_0 and Q8_0 layers see x rounded to Q8_0 (8 bits per value, one scale per 32):
 // each activation moves by up to half a step, amax / 254 of its block, and every logit inherits
 // those moves through the layers. Measured against the fp64 reference (tests/test_engine.cpp):
 // 1.57% of max |logit| for tiny-llama-q4_0, 1.44% for tiny-qwen2-q4_0; 0.05 leaves 3x room. F32
-// and F16 weights keep fp32 x (F32 models stay ~4e-7 off): 1e-4 as before. Stage 16: the
+// and F16 weights keep fp32 x (F32 models stay ~4e-7 off): 1e-4 as before. The
 // K-quants see x rounded to Q8_K (8 bits, one scale per 256).
 double logit_tolerance(const Model& model) {
   constexpr double kFp32 = 1e-4;

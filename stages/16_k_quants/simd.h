@@ -1,19 +1,19 @@
 // simd.h: which vector instruction set this build uses, and the dot products written in it.
 //
-// Stage 08: the compiler's target (-march=native) picks one path at compile time:
+// The compiler's target (-march=native) picks one path at compile time:
 //   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
 //   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
 //   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
 //                 fallback can be built and tested on a machine that has the instructions)
 // Both vector paths use 256-bit registers for the integer dots (a block of 32 int8 is 256 bits).
 //
-// Stage 10: the quantized kernels keep float lanes per (row, token) in registers and compute
+// The quantized kernels keep float lanes per (row, token) in registers and compute
 // tiles of rows x tokens together.
 //
-// Stage 11: Q4_0 and Q8_0 matrices are repacked at load (matmul.cpp's pack_weight) so that one
+// Q4_0 and Q8_0 matrices are repacked at load (matmul.cpp's pack_weight) so that one
 // int32 lane of a 512-bit register is one row: 16 rows per register, no horizontal sums at all.
 //
-// Stage 14: the elementwise kernels (softmax, SwiGLU, RoPE's rotation) get vector paths too.
+// The elementwise kernels (softmax, SwiGLU, RoPE's rotation) get vector paths too.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +43,7 @@ constexpr const char* kPathName = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? "avx5
                                   : ENGINE_SIMD == ENGINE_SIMD_AVX2      ? "avx2"
                                                                          : "scalar";
 
-// ---- stage 11: the packed layout of Q4_0 and Q8_0 matrices ----
+// ---- the packed layout of Q4_0 and Q8_0 matrices ----
 //
 // Rows go in groups of kGroupRows = 16 (one int32 lane each of a 512-bit register). A group
 // holds, for its blocks b = 0, 1, .. along the rows, first every block's slices, then every
@@ -86,7 +86,7 @@ float dot_f32(const float* w, const float* x, int64_t n);
 /// w (n,) . x (n,), fp16 weights.
 float dot_f16(const uint16_t* w, const float* x, int64_t n);
 
-/// Stage 14: the elementwise kernels, kLanes (16 or 8) floats at a time, with a vector e^x.
+/// The elementwise kernels, kLanes (16 or 8) floats at a time, with a vector e^x.
 /// x (n,) = exp(x - max) / sum, in place.
 void softmax(float* x, int64_t n);
 /// gate (n,) = silu(gate) * up, for whole registers only; returns the elements done (the caller's

@@ -1,4 +1,4 @@
-// moe.h: stage 17's router, which experts a token's FFN runs and with what weight.
+// moe.h: the router, which experts a token's FFN runs and with what weight.
 //
 // DeepSeekMoE (deepseek2 files, as llama.cpp reads them): the router's logits (n_expert) become
 // probabilities by softmax (V2) or sigmoid (V3); the n_expert_used highest of probability + bias

@@ -1,4 +1,4 @@
-// ops.h: stage 17's forms of engine.h's small kernels, for attention heads of two widths.
+// ops.h: engine.h's small kernels in the forms MLA needs, for attention heads of two widths.
 //
 // MLA's heads: a query and key head is qk_nope + qk_rope wide (V2-Lite: 128 + 64), a value head
 // v_head (128), and the scores are scaled by YaRN's mscale^2 / sqrt(192), not 1 / sqrt(192).

@@ -1,12 +1,12 @@
 // simd.cpp: the dot products of matmul.cpp in AVX-512 or AVX2 (see simd.h for which).
 //
 // Quantized weights (Q4_0, Q8_0) meet activations quantized to Q8_0: int8 x int8 products summed
-// exactly in int32 by the vector unit, then scaled. Stage 11: the weights are repacked at load
+// exactly in int32 by the vector unit, then scaled. The weights are repacked at load
 // (simd.h's layout), so each int32 lane of a register is one row and 4 activations broadcast to
 // all lanes serve 16 rows at once: per block and 16 rows, 4 loads, 12 instructions to unpack and
 // 8 vpdpbusd per token, against 16 x ~6 instructions for stage 10's tiles.
 //
-// Stage 16: Q6_K joins the other K-quants in kquants.cpp, with integer activations.
+// Q6_K joins the other K-quants in kquants.cpp, with integer activations.
 //
 // Float weights (F32, F16) keep fp32 activations and use fused multiply-adds, 16 (AVX-512)
 // or 8 (AVX2) lanes wide; their sums associate differently from the scalar loops, so they agree
@@ -33,7 +33,7 @@
 namespace simd {
 namespace {
 
-// ---- stage 11: packed Q4_0 / Q8_0 groups x XBlock activations ----
+// ---- packed Q4_0 / Q8_0 groups x XBlock activations ----
 //
 // The vector instructions multiply unsigned bytes by signed bytes (u8 x s8), 4 adjacent products
 // summed into each int32 lane. Q4_0 nibbles are 0..15 and stand for nibble - 8: the sum starts
@@ -413,7 +413,7 @@ inline float f16_value(uint16_t w) {
   return _cvtsh_ss(w);
 }
 
-// ---- stage 14: e^x, kLanes at a time ----
+// ---- e^x, kLanes at a time ----
 //
 // e^x = 2^n e^r with n = round(x / ln 2) and |r| <= ln 2 / 2. r = x - n ln 2 takes ln 2 in two
 // parts: kLn2High has 9 significant bits, so n x kLn2High is exact for |n| <= 150. e^r is its
@@ -449,7 +449,7 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   return dot_float<uint16_t, load_f16, f16_value>(w, x, n);
 }
 
-// ---- stage 14: the elementwise kernels of ops.cpp ----
+// ---- the elementwise kernels of ops.cpp ----
 //
 // Each loop runs kLanes elements at a time. softmax does the fewer than kLanes left at the end
 // with std::exp; swiglu and rotate_head leave them to ops.cpp's scalar loops.

@@ -1,4 +1,4 @@
-// absorb.h: stage 18's wkv_b, split per head so that attention runs in the latent space.
+// absorb.h: wkv_b, split per head so that attention runs in the latent space.
 //
 // Stage 17 decompressed each token's latent c (kv_lora_rank) into n_head keys and values with
 // wkv_b and cached those. Per head h, wkv_b's rows are W_uk_h (qk_nope x kv_lora_rank), then

@@ -1,4 +1,4 @@
-// kquants.h: stage 16: the K-quants (Q2_K to Q6_K) computed in integers, as llama.cpp does.
+// kquants.h: the K-quants (Q2_K to Q6_K) computed in integers, as llama.cpp does.
 //
 // A K-quant keeps 256 weights in a super-block: 8 or 16 sub-blocks, each with a small integer
 // scale (Q2_K, Q4_K, Q5_K: and an integer min), times one or two fp16 super-block scales

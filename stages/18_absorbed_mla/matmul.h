@@ -1,8 +1,8 @@
-// matmul.h: stage 11's packed weights, next to engine.h's linear().
+// matmul.h: packed weights, next to engine.h's linear().
 //
 // linear(const Weight&) takes a matrix as the file stores it. The engine instead packs each matrix
-// once, at load, into the layout the SIMD kernels read (simd.h) and calls the PackedWeight form.
-// Stage 13: or the form that takes several matrices with the same input.
+// once, at load, into the layout the SIMD kernels read (simd.h) and calls the PackedWeight form,
+// or the form that takes several matrices with the same input.
 #pragma once
 
 #include <initializer_list>
@@ -28,13 +28,13 @@ PackedWeight pack_weight(const Weight& w);
 /// y (n_tokens, rows) = x (n_tokens, cols) @ W^T.
 void linear(const PackedWeight& w, const float* x, float* y, int n_tokens, MatmulScratch& scratch);
 
-/// Stage 13: one matrix of a fused call, and its output y (n_tokens, w.rows).
+/// One matrix of a fused call, and its output y (n_tokens, w.rows).
 struct LinearPart {
   const PackedWeight& w;
   float* y;
 };
 
-/// Stage 13: every part's y = x (n_tokens, cols) @ W^T in one call, for matrices that read the
+/// Every part's y = x (n_tokens, cols) @ W^T in one call, for matrices that read the
 /// same x (wq, wk, wv; w_gate, w_up): x is quantized once, and the threads take chunks of rows
 /// of all the matrices from one queue, so they wait for each other once, not once per matrix.
 void linear(std::initializer_list<LinearPart> parts, const float* x, int n_tokens,

@@ -5,23 +5,23 @@
 //   per layer:  x += wo @ attention(rope(wq @ rmsnorm(x)), cache of rope(wk @ ..), wv @ ..)
 //               x += w_down @ swiglu(w_gate @ rmsnorm(x), w_up @ rmsnorm(x))
 //   logits = output @ rmsnorm(x)
-// Stage 09: a prompt goes through each layer as one batch of up to kMaxBatch tokens (rows of
+// A prompt goes through each layer as one batch of up to kMaxBatch tokens (rows of
 // x), so each weight matrix is read once per layer for the whole batch, not once per token.
-// Stage 11: the engine packs every weight matrix once, at load, into the SIMD kernels' layout.
-// Stage 12: the elementwise work between the matmuls (RMSNorm per token, SwiGLU) is shared by
+// The engine packs every weight matrix once, at load, into the SIMD kernels' layout.
+// The elementwise work between the matmuls (RMSNorm per token, SwiGLU) is shared by
 // the threads too: one thread doing it alone made prefill scale 1.35x from 1 to 2 threads.
-// Stage 13: q, k and v come from one linear() call, as do gate and up (matmul.cpp).
-// Stage 17: deepseek2 (DeepSeek-V2, V3, R1), its two new layers as the architecture writes them:
+// q, k and v come from one linear() call, as do gate and up (matmul.cpp).
+// deepseek2 (DeepSeek-V2, V3, R1), its two new layers as the architecture writes them:
 //   attention (MLA): c = rmsnorm(latent of wkv_a @ x); per head, key = [rope(k_pe), k_nope] and
 //     value from wkv_b @ c, k_pe (qk_rope wide) shared by the heads; the cache holds the keys
 //     and values so decompressed (n_head x (192 + 128) floats a token a layer for V2-Lite)
 //   FFN (MoE), from layer n_dense_lead on: the shared experts' SwiGLU, plus the SwiGLU of each of
 //     the n_expert_used experts the router picks for the token, weighted (moe.h); only those
 //     experts' weights are read.
-// Stage 18: MLA in the latent space (absorb.h): the cache holds [rope(k_pe), c] per token, one
+// MLA in the latent space (absorb.h): the cache holds [rope(k_pe), c] per token, one
 //   row for all heads (576 floats for V2-Lite); the queries are folded through wkv_b's key part,
 //   the attention's output through its value part.
-// Stage 19: the experts at speed: a decode step's picked experts in one call (the threads split
+// The experts at speed: a decode step's picked experts in one call (the threads split
 //   all their rows), a prompt's tokens grouped by expert so each expert is read once per batch.
 #include <omp.h>
 
@@ -42,41 +42,41 @@
 
 namespace {
 
-/// Stage 09: tokens per batch. 512 is llama.cpp's default batch and the pp512 benchmark; the
+/// Tokens per batch. 512 is llama.cpp's default batch and the pp512 benchmark; the
 /// activations of a 7B model's batch take ~110 MB.
 constexpr int kMaxBatch = 512;
 /// A batch's activations take at most this many bytes (a 7B model's 512 tokens take ~100 MB):
 /// a file with very wide rows (n_ff = 2^20) gets fewer tokens per batch, not gigabytes.
 constexpr size_t kMaxBatchBytes = size_t(128) << 20;
 
-/// Stage 17: the widest FFN row: the dense n_ff, or the shared experts' n_ff_exp * n_shared.
-/// Stage 19: or decode's k routed experts side by side.
+/// The widest FFN row: the dense n_ff, the shared experts' n_ff_exp * n_shared, or decode's k
+/// routed experts side by side.
 int ffn_width(const ModelConfig& c) {
   const int n_ff_exp = c.moe.n_ff_exp;
   return std::max(
       {c.n_ff, n_ff_exp * std::max(1, c.moe.n_expert_shared), n_ff_exp * c.moe.n_expert_used});
 }
 
-/// Stage 17: a row of MLA's latents: the compressed query, or wkv_a's latent and RoPE key.
+/// A row of MLA's latents: the compressed query, or wkv_a's latent and RoPE key.
 int latent_width(const ModelConfig& c) {
   return std::max(c.mla.q_lora_rank, c.mla.kv_lora_rank + c.mla.qk_rope);
 }
 
-/// Stage 18: a cached row of absorbed MLA, the RoPE key and the latent.
+/// A cached row of absorbed MLA, the RoPE key and the latent.
 int latent_row_width(const ModelConfig& c) {
   return c.mla.qk_rope + c.mla.kv_lora_rank;
 }
 
-/// Stage 18: one head's rows gathered for linear(): q_nope, the latent, the value head.
+/// One head's rows gathered for linear(): q_nope, the latent, the value head.
 int gather_width(const ModelConfig& c) {
   return std::max({c.mla.qk_nope, c.mla.kv_lora_rank, c.mla.v_head});
 }
 
 /// Tokens per batch: kMaxBatch, or fewer for a short context or wide rows.
 int batch_tokens(const ModelConfig& c, int n_ctx) {
-  // x, xb, xb2, q, att (d or n_head * hd each), k, v (kv_dim), two rows of n_ff; stage 17: two
-  // latents and the router's logits; stage 18: the absorbed queries, the attention's latent
-  // output and two gathered heads; stage 19: an expert's tokens' rows and its output for them.
+  // x, xb, xb2, q, att (d or n_head * hd each), k, v (kv_dim), two rows of n_ff; two
+  // latents and the router's logits; the absorbed queries, the attention's latent output and two
+  // gathered heads; an expert's tokens' rows and its output for them.
   const size_t row_floats = 5 * size_t(std::max(c.n_embd, c.n_head * c.head_dim)) +
                             2 * size_t(c.kv_dim()) + 2 * size_t(ffn_width(c)) +
                             2 * size_t(latent_width(c)) + c.moe.n_expert +
@@ -86,7 +86,7 @@ int batch_tokens(const ModelConfig& c, int n_ctx) {
   return static_cast<int>(std::max<size_t>(1, std::min({size_t(kMaxBatch), size_t(n_ctx), fit})));
 }
 
-/// Stage 12: elements of an elementwise kernel a thread takes at a time (11008 / 2048: a decode
+/// Elements of an elementwise kernel a thread takes at a time (11008 / 2048: a decode
 /// step's SwiGLU splits into 6 slices).
 constexpr int64_t kElementwiseStep = 2048;
 // A parallel region costs a fork and a join, and a sleeping thread's wake-up. A decode step's
@@ -101,7 +101,7 @@ PackedWeight pack_and_release(const Model& model, const Weight& w) {
   return p;
 }
 
-/// Stage 17: w packed, or nothing for a matrix the layer does not have (an empty Weight).
+/// w packed, or nothing for a matrix the layer does not have (an empty Weight).
 PackedWeight pack_if_present(const Model& model, const Weight& w) {
   return w.data != nullptr ? pack_and_release(model, w) : PackedWeight{};
 }
@@ -111,7 +111,7 @@ void add(float* y, const float* b, int n) {
   for (int i = 0; i < n; ++i) y[i] += b[i];
 }
 
-/// Stage 17: y (n,) += a * b (n,), an expert's output by its weight.
+/// y (n,) += a * b (n,), an expert's output by its weight.
 void add_scaled(float* y, float a, const float* b, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * b[i];
 }
@@ -132,22 +132,22 @@ class TransformerEngine final : public Engine {
   void run_batch(const int* tokens, int n, int pos);
   void attention_block(int layer, int n, int pos);
   void ffn_block(int layer, int n);
-  /// Stage 17: deepseek2's attention (MLA) and mixture-of-experts FFN.
+  /// deepseek2's attention (MLA) and mixture-of-experts FFN.
   void mla_attention_block(int layer, int n, int pos);
   void moe_ffn_block(int layer, int n);
-  /// Stage 19: the routed experts of one token (decode), or of a batch grouped by expert.
+  /// The routed experts of one token (decode), or of a batch grouped by expert.
   struct PackedLayer;
   void decode_experts(const PackedLayer& p, int k);
   void prefill_experts(const PackedLayer& p, int n, int k);
   /// hb (n, n_ff) = swiglu(hb, hb2), in slices shared by the threads.
   void swiglu_rows(int n, int n_ff);
 
-  /// Stage 11: a layer's matrices, packed (matmul.h). Stage 17: deepseek2's too; matrices a
+  /// A layer's matrices, packed (matmul.h). deepseek2's too; matrices a
   /// layer does not have stay empty.
   struct PackedLayer {
     PackedWeight wq, wk, wv, wo, w_gate, w_up, w_down;
     PackedWeight wq_a, wq_b, wkv_a;  ///< MLA
-    AbsorbedKvB kv_b;                ///< Stage 18: wkv_b per head, for the latent space (absorb.h)
+    AbsorbedKvB kv_b;                ///< wkv_b per head, for the latent space (absorb.h)
     PackedWeight router, gate_shexp, up_shexp, down_shexp;    ///< MoE
     std::vector<PackedWeight> gate_exps, up_exps, down_exps;  ///< one per routed expert
   };
@@ -156,8 +156,8 @@ class TransformerEngine final : public Engine {
   const ModelConfig& config_;
   std::vector<PackedLayer> layers_;
   PackedWeight output_;
-  int n_threads_;  ///< Stage 04: OpenMP threads (default: physical cores, seed article §7.2)
-  int max_batch_;  ///< Stage 09: rows of the activation buffers
+  int n_threads_;  ///< OpenMP threads (default: physical cores, seed article §7.2)
+  int max_batch_;  ///< Rows of the activation buffers
   KVCache cache_;
   MatmulScratch scratch_;
   // Activations of a batch of B = max_batch_ tokens, one row each, allocated once.
@@ -172,16 +172,16 @@ class TransformerEngine final : public Engine {
   AlignedFloats hb_;      ///< (B, n_ff) gate, then swiglu(gate, up)
   AlignedFloats hb2_;     ///< (B, n_ff) up
   AlignedFloats logits_;  ///< (n_vocab,)
-  // Stage 17: deepseek2's activations.
+  // deepseek2's activations.
   AlignedFloats latent_;    ///< (B, q_lora_rank or kv_lora_rank + qk_rope) wq_a's or wkv_a's output
   AlignedFloats latent2_;   ///< (B, kv_lora_rank) rmsnorm(c), wkv_b's input; or the normed query
   AlignedFloats router_;    ///< (B, n_expert) the router's logits, then probabilities
-  AlignedFloats expert_x_;  ///< (B, d) Stage 19: the rows of xb of one expert's tokens
+  AlignedFloats expert_x_;  ///< (B, d) The rows of xb of one expert's tokens
   AlignedFloats expert_y_;  ///< (B, d) that expert's output for them
-  std::vector<ExpertPick> routes_;         ///< (B, n_expert_used) Stage 19: every token's picks
-  std::vector<int> first_, next_, order_;  ///< Stage 19: routes_ sorted by expert
-  std::vector<LinearPart> expert_parts_;   ///< Stage 19: decode's gate and up matrices
-  // Stage 18: absorbed MLA's.
+  std::vector<ExpertPick> routes_;         ///< (B, n_expert_used) Every token's picks
+  std::vector<int> first_, next_, order_;  ///< routes_ sorted by expert
+  std::vector<LinearPart> expert_parts_;   ///< Decode's gate and up matrices
+  // Absorbed MLA's.
   AlignedFloats q_abs_;            ///< (B, n_head, qk_rope + kv_lora_rank) absorbed queries
   AlignedFloats att_lat_;          ///< (B, n_head, kv_lora_rank) attention output, latent space
   AlignedFloats gather_;           ///< (B, gather_width) one head's rows, gathered
@@ -195,7 +195,7 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
       config_(model.config()),
       n_threads_(options.n_threads),
       max_batch_(batch_tokens(model.config(), options.n_ctx)),
-      // Stage 18: MLA caches one row [k_pe, c] per position, no values of their own.
+      // MLA caches one row [k_pe, c] per position, no values of their own.
       cache_(config_.n_layer, options.n_ctx,
              config_.arch == Arch::DeepSeek2 ? latent_row_width(config_) : config_.kv_dim(),
              config_.arch == Arch::DeepSeek2 ? 0 : config_.kv_dim()),
@@ -231,8 +231,8 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
   check(c.rope.n_rot > 0 && c.rope.n_rot % 2 == 0 && c.rope.n_rot <= c.head_dim, path,
         ": rope dimension ", c.rope.n_rot, " must be even and at most head_dim ", c.head_dim);
   check(n_threads_ > 0, path, ": thread count must be positive, got ", n_threads_);
-  omp_set_num_threads(n_threads_);  // Stage 04: every parallel loop uses this many threads
-  // Stage 11: a copy of the weights, reordered (3.6 GB for a 7B Q4_0 model: load_ms in the stats).
+  omp_set_num_threads(n_threads_);  // Every parallel loop uses this many threads
+  // A copy of the weights, reordered (3.6 GB for a 7B Q4_0 model: load_ms in the stats).
   auto pack = [&model](const Weight& w) { return pack_if_present(model, w); };
   const int n_expert = c.moe.n_expert;
   for (const LayerWeights& l : model.layers()) {
@@ -254,9 +254,9 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
                   {},
                   {},
                   {}};
-    // Stage 18: wkv_b split per head and its key part transposed, for the latent space.
+    // wkv_b split per head and its key part transposed, for the latent space.
     if (l.wkv_b.data != nullptr) p.kv_b = absorb_kv_b(model, l.wkv_b);
-    // Stage 17: each routed expert packed on its own, so a token reads only its experts' rows.
+    // Each routed expert packed on its own, so a token reads only its experts' rows.
     for (int e = 0; l.router.data != nullptr && e < n_expert; ++e) {
       p.gate_exps.push_back(pack(expert_rows(l.gate_exps, e, n_expert)));
       p.up_exps.push_back(pack(expert_rows(l.up_exps, e, n_expert)));
@@ -274,7 +274,7 @@ float* TransformerEngine::forward(const int* tokens, int n_tokens, int pos) {
           " is outside the vocabulary of ", config_.n_vocab);
   }
   cache_.claim(pos, n_tokens);
-  // Stage 09: batches of up to max_batch_ tokens. A batch never wraps the ring (a slot it
+  // Batches of up to max_batch_ tokens. A batch never wraps the ring (a slot it
   // overwrote could still be needed by an earlier token of the same batch), so from the wrap on,
   // tokens go one at a time, as at decode time.
   int n = 0;
@@ -324,7 +324,7 @@ void TransformerEngine::attention_block(int layer, int n, int pos) {
   for (int t = 0; t < n; ++t) {
     rmsnorm(xb_.data() + t * d, x_.data() + t * d, w.attn_norm, d, c.rms_eps);
   }
-  // Stage 09: one linear() for the whole batch: each weight row is read once, used n times.
+  // One linear() for the whole batch: each weight row is read once, used n times.
   // xb (n, d) @ wq^T, wk^T, wv^T -> q (n, n_head*hd), k (n, kv_dim), v (n, kv_dim)
   linear({{p.wq, q_.data()}, {p.wk, k_.data()}, {p.wv, v_.data()}}, xb_.data(), n, scratch_);
   for (int t = 0; t < n; ++t) {
@@ -336,7 +336,7 @@ void TransformerEngine::attention_block(int layer, int n, int pos) {
     if (w.bv != nullptr) add(v, w.bv, kv_dim);
     // Keys are cached already rotated for their position; the query rotates for its own.
     rope(q, c.n_head, c.head_dim, pos + t, c.rope);
-    cache_.keep_sink_key(layer, pos + t, k);  // Stage 06: sinks are re-rotated after a wrap
+    cache_.keep_sink_key(layer, pos + t, k);  // Sinks are re-rotated after a wrap
     rope(k, c.n_head_kv, c.head_dim, pos + t, c.rope);
     cache_.store(layer, pos + t, k, v);
     cache_.place_sinks(layer, pos + t, c.n_head_kv, c.head_dim, c.rope);
@@ -413,7 +413,7 @@ void TransformerEngine::mla_attention_block(int layer, int n, int pos) {
     rmsnorm(c_norm + static_cast<size_t>(t) * m.kv_lora_rank,
             kv_a + static_cast<size_t>(t) * kv_a_dim, w.kv_a_norm, m.kv_lora_rank, c.rms_eps);
   }
-  // Stage 18: the latent is what the cache holds (and wkv_b is not applied to it): per token a
+  // The latent is what the cache holds (and wkv_b is not applied to it): per token a
   // row [rope(k_pe), c] of qk_rope + kv_lora_rank floats, one key head for all query heads.
   const int row_dim = m.qk_rope + m.kv_lora_rank;  // 576 for V2-Lite
   for (int t = 0; t < n; ++t) {
@@ -445,7 +445,7 @@ void TransformerEngine::mla_attention_block(int layer, int n, int pos) {
   }
   // Attention in the latent space: q_abs (n_head, row_dim) over the cached rows, whose last
   // kv_lora_rank floats are also the values -> att_lat (n_head, kv_lora_rank) per token. The
-  // scores are stage 17's, so is their scale.
+  // scores are plain MLA's, so is their scale.
   const AttentionShape shape{c.n_head, 1, row_dim, m.kv_lora_rank, m.kq_scale, row_dim};
   const float* keys = cache_.keys(layer);
   for (int t = 0; t < n; ++t) {
@@ -481,7 +481,7 @@ void TransformerEngine::moe_ffn_block(int layer, int n) {
   for (int t = 0; t < n; ++t) {
     rmsnorm(xb_.data() + t * d, x_.data() + t * d, w.ffn_norm, d, c.rms_eps);
   }
-  // Stage 19: the router and the shared experts read the same x: one call.
+  // The router and the shared experts read the same x: one call.
   // xb (n, d) @ router^T, gate_shexp^T, up_shexp^T -> logits (n, n_expert), hb, hb2
   if (e.n_expert_shared > 0) {
     linear({{p.router, router_.data()}, {p.gate_shexp, hb_.data()}, {p.up_shexp, hb2_.data()}},
@@ -508,7 +508,7 @@ void TransformerEngine::moe_ffn_block(int layer, int n) {
 void TransformerEngine::decode_experts(const PackedLayer& p, int k) {
   const MoeConfig& e = config_.moe;
   const int d = config_.n_embd;
-  // Stage 19: the k experts' gate and up matrices in one call: the threads share out the rows of
+  // The k experts' gate and up matrices in one call: the threads share out the rows of
   // all 2k matrices (12 of 1408 x 2048 for V2-Lite), meeting once, not once per expert.
   // xb (d,) -> hb, hb2 (k, n_ff_exp): expert j's slice at j * n_ff_exp
   expert_parts_.clear();
@@ -530,7 +530,7 @@ void TransformerEngine::decode_experts(const PackedLayer& p, int k) {
 void TransformerEngine::prefill_experts(const PackedLayer& p, int n, int k) {
   const MoeConfig& e = config_.moe;
   const int d = config_.n_embd;
-  // Stage 19: the batch's (token, expert) pairs sorted by expert (a counting sort): expert x's
+  // The batch's (token, expert) pairs sorted by expert (a counting sort): expert x's
   // pairs are order_[first_[x] .. first_[x + 1] - 1], indices into routes_.
   std::fill(first_.begin(), first_.end(), 0);
   for (int i = 0; i < n * k; ++i) ++first_[routes_[i].expert + 1];
@@ -562,7 +562,7 @@ void TransformerEngine::prefill_experts(const PackedLayer& p, int n, int k) {
 
 }  // namespace
 
-/// Stage 17: deepseek2 too.
+/// deepseek2 too.
 bool stage_runs(Arch) {
   return true;
 }

@@ -1,10 +1,10 @@
 // kv_cache.h: the keys and values of the positions the model attends to, per layer.
 //
 // Layout: K [layer][slot][k_dim] and V [layer][slot][v_dim] floats, allocated once for n_ctx
-// slots, before generation; nothing is allocated per token. Stage 17: keys and values may differ
-// in width (MLA: a key head is qk_nope + qk_rope = 192 wide, a value head 128); stage 18: or no
+// slots, before generation; nothing is allocated per token. Keys and values may differ
+// in width (MLA: a key head is qk_nope + qk_rope = 192 wide, a value head 128); or no
 // values of their own (v_dim 0), absorbed MLA reading its values out of the key rows (the latent).
-// Stage 06 makes it a ring (seed article §4.2): positions 0 .. n_sinks-1 keep their slots for ever
+// It is a ring (seed article §4.2): positions 0 .. n_sinks-1 keep their slots for ever
 // (attention sinks, as StreamingLLM keeps the first tokens that every later token attends to), and
 // later positions cycle through the other n_ctx - n_sinks slots, overwriting the oldest. Generation
 // never has to stop at n_ctx.
@@ -16,7 +16,7 @@
 
 #include "model.h"
 
-/// Stage 06: positions kept as attention sinks once the ring wraps (StreamingLLM uses 4).
+/// Positions kept as attention sinks once the ring wraps (StreamingLLM uses 4).
 constexpr int kSinkTokens = 4;
 
 class KVCache {

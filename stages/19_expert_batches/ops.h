@@ -1,8 +1,8 @@
-// ops.h: stage 17's forms of engine.h's small kernels, for attention heads of two widths.
+// ops.h: engine.h's small kernels in the forms MLA needs, for attention heads of two widths.
 //
 // MLA's heads: a query and key head is qk_nope + qk_rope wide (V2-Lite: 128 + 64), a value head
 // v_head (128), and the scores are scaled by YaRN's mscale^2 / sqrt(192), not 1 / sqrt(192).
-// Stage 18 (absorbed MLA): one key head of 576 for all 16 query heads, whose values (512) are the
+// Absorbed MLA: one key head of 576 for all 16 query heads, whose values (512) are the
 // last 512 floats of each key row: v_row says how far apart value rows are.
 #pragma once
 
