@@ -12,9 +12,13 @@
 #include "sampler.h"
 
 struct EngineOptions {
-  int n_ctx = 0;      ///< KV cache positions (validated > 0 by the caller)
+  int n_ctx = 0;      ///< KV cache positions (validated > 0 by the caller), per sequence
   int n_threads = 1;  ///< stages before 04 are single-threaded and ignore it
+  int n_seq = 1;      ///< sequences held at once, each with its own cache (kFirstBatchedStage on)
 };
+
+/// The first stage that holds several sequences and decodes them together (the server's).
+inline constexpr const char* kFirstBatchedStage = "20_batched_sequences";
 
 class Engine {
  public:
@@ -30,6 +34,25 @@ class Engine {
   virtual bool slides_past_context() const = 0;
   /// Threads actually used.
   virtual int threads() const = 0;
+
+  // Several sequences (EngineOptions::n_seq), each with its own KV cache; forward() is sequence 0.
+  /// Sequences held: 1 in the stages before kFirstBatchedStage.
+  virtual int sequences() const { return 1; }
+  /// forward() for sequence seq (0 .. sequences() - 1).
+  virtual float* forward_seq(int seq, const int* tokens, int n_tokens, int pos) {
+    check(seq == 0, "sequence ", seq, ": this stage holds one sequence (", kFirstBatchedStage,
+          " and later hold several)");
+    return forward(tokens, n_tokens, pos);
+  }
+  /// One token of each of n different sequences together: tokens[i] at position positions[i] of
+  /// sequence seqs[i] (each continues its sequence, as forward() does), so each weight is read
+  /// once for all of them. Returns the logits (n, n_vocab), row i for sequence seqs[i]; valid
+  /// until the next call.
+  virtual float* forward_batch(const int* tokens, const int* seqs, const int* positions, int n) {
+    check(n == 1, "this stage runs one sequence at a time (", kFirstBatchedStage,
+          " and later run several together)");
+    return forward_seq(seqs[0], tokens, 1, positions[0]);
+  }
 };
 
 /// The stage's engine for model. Throws Error when the model cannot be run (e.g. out of memory,

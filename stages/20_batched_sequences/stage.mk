@@ -1,0 +1,3 @@
+# Extra compiler flags for this stage (OpenMP enters at stage 04).
+STAGE_CXXFLAGS := -fopenmp
+STAGE_SERVER := yes
