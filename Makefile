@@ -9,6 +9,9 @@ PYTHON := /usr/bin/python3
 OPT := -O3 -march=native
 CXXFLAGS := -std=c++20 $(OPT) -Wall -Wextra -Wshadow -MMD -MP -Icommon
 LDLIBS := -lpcre2-8
+# cpp-httplib as Debian builds it (its .pc file): the same options, or the classes differ.
+HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT
+HTTPLIB_LIBS := -lcpp-httplib -lssl -lcrypto -pthread
 
 STAGES := $(sort $(notdir $(wildcard stages/[0-9][0-9]_* stages/[0-9][0-9]x*_*)))
 LAST := $(lastword $(STAGES))
@@ -27,7 +30,7 @@ endif
 SIMD_STAGES := $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/simd.h),$(s)))
 TEST_VARIANTS := $(foreach s,$(filter $(TEST_STAGES),$(SIMD_STAGES)),$(s)-scalar $(s)-check $(s)-avx2)
 
-COMMON_SRC := $(filter-out common/main.cpp,$(wildcard common/*.cpp))
+COMMON_SRC := $(filter-out common/main.cpp common/server.cpp,$(wildcard common/*.cpp))
 COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
 TEST_SRC := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)
@@ -39,7 +42,7 @@ PROMPT ?= And it came to pass
 N ?= 64
 
 .PHONY: all run test bench docs diff clean deps models golden model-7b model-v2-lite help train-tiny
-all: $(foreach s,$(STAGES),build/$(s)/engine)
+all: $(foreach s,$(STAGES),build/$(s)/engine) $(foreach s,$(SERVER_STAGES),build/$(s)/server)
 
 help:
 	@echo "make run [STAGE=NN] [MODEL=file.gguf] [PROMPT=...]  stream a generation"
@@ -79,8 +82,10 @@ build/tests/%.o: tests/%.cpp
 # Per-stage rules: stage.mk may set STAGE_CXXFLAGS (e.g. -fopenmp from stage 04 on).
 define STAGE_RULES
 STAGE_CXXFLAGS :=
+STAGE_SERVER :=
 include stages/$(1)/stage.mk
 FLAGS_$(1) := $$(STAGE_CXXFLAGS)
+SERVER_$(1) := $$(STAGE_SERVER)
 OBJ_$(1) := $$(patsubst stages/$(1)/%.cpp,build/$(1)/%.o,$$(wildcard stages/$(1)/*.cpp))
 build/$(1)/%.o: stages/$(1)/%.cpp
 	@mkdir -p $$(@D)
@@ -92,6 +97,14 @@ build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+# The server (common/server.cpp, docs/server.md), for stages whose stage.mk sets STAGE_SERVER.
+build/$(1)/server_page.inc: common/server_page.html
+	@mkdir -p $$(@D)
+	{ printf 'R"PAGE('; cat $$<; printf ')PAGE"\n'; } > $$@
+build/$(1)/server.o: common/server.cpp build/$(1)/server_page.inc
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(HTTPLIB_FLAGS) -Ibuild/$(1) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
+build/$(1)/server: $$(OBJ_$(1)) build/$(1)/server.o $(COMMON_OBJ)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $(HTTPLIB_LIBS)
 # bench_kernels is compiled per stage: from stage 11 on it times linear() on weights packed as
 # the engine packs them at load (matmul.h defines ENGINE_PACKS_WEIGHTS).
 # Its own read-and-sum (bench-stream) uses OpenMP in every stage; the stage's kernels do not.
@@ -102,6 +115,7 @@ build/$(1)/bench_kernels: $$(OBJ_$(1)) build/$(1)/bench_kernels.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -fopenmp $$^ -o $$@ $(LDLIBS)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
+SERVER_STAGES := $(foreach s,$(STAGES),$(if $(filter yes,$(SERVER_$(s))),$(s)))
 
 -include $(wildcard build/*/*.d build/sanitize/*/*.d)
 
@@ -113,7 +127,8 @@ run: deps build/$(SEL)/engine
 	build/$(SEL)/engine -m "$(MODEL)" -p "$(PROMPT)" -n $(N)
 
 test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine) $(TEST_VARIANTS:%=build/%/tests) \
-  build/$(SEL)/engine python
+  build/$(SEL)/engine python $(if $(filter $(TEST_STAGES),$(SERVER_STAGES)),server-deps) \
+  $(foreach s,$(filter $(TEST_STAGES),$(SERVER_STAGES)),build/$(s)/server)
 	@bash tests/run_all.sh --python $(TEST_STAGES) $(TEST_VARIANTS)
 
 diff:
@@ -349,3 +364,19 @@ python: python-deps build/python/$(SEL)/_core.so
 	@echo "python: build/python/dsengine (stage $(SEL)); PYTHONPATH=build/python $(PYTHON) -c 'import dsengine'"
 .PHONY: python python-deps
 -include $(wildcard build/python/*/*.d)
+
+# Aggregate decode tokens/s of the server with 1, 2, 4, 8 streams at once (issue: batched decoding
+# across requests) on MODEL, optionally beside llama.cpp's llama-server (LLAMA_SERVER=PATH).
+SERVER_STAGE := $(lastword $(SERVER_STAGES))
+bench-server: build/$(SERVER_STAGE)/server
+	$(PYTHON) tools/bench_server.py --server build/$(SERVER_STAGE)/server \
+	  --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) --threads $(THREADS) \
+	  $(if $(LLAMA_SERVER),--llama-server $(LLAMA_SERVER))
+.PHONY: bench-server
+
+# What the server's tests need (tests/server/run.sh): Node with npm (Debian's nodejs and npm,
+# unless a node is there already) and Chromium for the chat page.
+server-deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || bash tools/deps.sh nodejs npm
+	@bash tools/deps.sh chromium
+.PHONY: server-deps

@@ -6,8 +6,9 @@
 # as NN-scalar (its scalar fallback), NN-check (its native SIMD path) and NN-avx2 (the AVX2 path),
 # the last two checked bit for bit against the scalar kernels. The long run (a hidden test case,
 # [long]) counts once, for the last stage.
-# With --python first, the Python module's pytest suite (tests/python, against build/python)
-# runs last and its test cases count too.
+# With --python first (make test), the Python module's pytest suite (tests/python, against
+# build/python) runs last and its test cases count too, and so do the server's checks
+# (tests/server/run.sh) for each stage that builds a server.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python_suite=0
@@ -50,6 +51,21 @@ for stage in "$@"; do
   fi
   total_pass=$((total_pass + pass + cpass))
   total_fail=$((total_fail + fail + cfail))
+  if [ -x "build/$stage/server" ] && [ "$python_suite" -eq 1 ]; then  # make test, not sanitizers
+    slog="build/$stage/server-tests.log"
+    bash tests/server/run.sh "$stage" >"$slog" 2>&1
+    sline=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$slog" | tail -n 1)
+    spass=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"${sline:-0 passed}")
+    sfail=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${sline:-0 passed, 1 failed}")
+    [ -z "$sline" ] && sfail=1  # the runner stopped before its summary
+    echo "$stage: server $spass passed, $sfail failed"
+    if [ "$sfail" -ne 0 ]; then
+      grep -E '^not ok' "$slog" | head -n 20 | cut -c 1-600
+      echo "$stage: whole log: $slog"
+    fi
+    total_pass=$((total_pass + spass))
+    total_fail=$((total_fail + sfail))
+  fi
 done
 # The long run (100,000 tokens through a ring, memory and speed steady): once, on the last
 # numbered stage given (it takes ~15 s).
