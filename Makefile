@@ -9,6 +9,12 @@ PYTHON := /usr/bin/python3
 OPT := -O3 -march=native
 CXXFLAGS := -std=c++20 $(OPT) -Wall -Wextra -Wshadow -MMD -MP -Icommon
 LDLIBS := -lpcre2-8
+# The chat page as a C++ string, linked into every server.
+build/common/server_page.cpp: common/server_page.html
+	@mkdir -p $(@D)
+	{ printf 'extern const char kServerPage[];\nconst char kServerPage[] = R"PAGE('; cat $<; printf ')PAGE";\n'; } > $@
+build/common/server_page.o: build/common/server_page.cpp
+	$(CXX) $(CXXFLAGS) -c $< -o $@
 # cpp-httplib as Debian builds it (its .pc file): the same options, or the classes differ.
 HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT
 HTTPLIB_LIBS := -lcpp-httplib -lssl -lcrypto -pthread
@@ -98,12 +104,10 @@ build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
 build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
 # The server (common/server.cpp, docs/server.md), for stages whose stage.mk sets STAGE_SERVER.
-build/$(1)/server_page.inc: common/server_page.html
+build/$(1)/server.o: common/server.cpp
 	@mkdir -p $$(@D)
-	{ printf 'R"PAGE('; cat $$<; printf ')PAGE"\n'; } > $$@
-build/$(1)/server.o: common/server.cpp build/$(1)/server_page.inc
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(HTTPLIB_FLAGS) -Ibuild/$(1) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
-build/$(1)/server: $$(OBJ_$(1)) build/$(1)/server.o $(COMMON_OBJ)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(HTTPLIB_FLAGS) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
+build/$(1)/server: $$(OBJ_$(1)) build/$(1)/server.o build/common/server_page.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $(HTTPLIB_LIBS)
 # bench_kernels is compiled per stage: from stage 11 on it times linear() on weights packed as
 # the engine packs them at load (matmul.h defines ENGINE_PACKS_WEIGHTS).

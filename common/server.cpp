@@ -42,12 +42,11 @@
 
 using json = nlohmann::json;
 
+/// The chat page: common/server_page.html, made a C++ string by the Makefile (server_page.cpp).
+extern const char kServerPage[];
+
 namespace {
 
-// The page, as a C++ string literal made from common/server_page.html by the Makefile.
-const char kPage[] =
-#include "server_page.inc"
-    ;
 
 constexpr int kDefaultPort = 8080;
 constexpr int kDefaultQueue = 64;          ///< requests waiting for a sequence before 503
@@ -259,7 +258,7 @@ class Server {
       return httplib::Server::HandlerResponse::Unhandled;
     });
     http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(kPage, "text/html; charset=utf-8");
+      res.set_content(kServerPage, "text/html; charset=utf-8");
     });
     http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");

@@ -87,6 +87,18 @@ def _held_back(text: str, stops: List[str]) -> int:
     return longest
 
 
+def _joined(chunks: Iterator[Dict[str, Any]]):
+    """A whole generation from its chunks: (text, finish_reason, usage, the last chunk)."""
+    text, finish, usage, last = "", None, None, None
+    for c in chunks:
+        last = c
+        text += c["choices"][0]["text"]
+        finish = c["choices"][0]["finish_reason"] or finish
+        usage = c.get("usage", usage)
+    assert last is not None  # a generation always ends with a chunk holding its finish_reason
+    return text, finish, usage, last
+
+
 class Llama:
     """A GGUF model loaded in one stage of the engine, called as llama_cpp.Llama is.
 
@@ -292,13 +304,7 @@ class Llama:
                                 top_p, stop, seed, "cmpl")
         if stream:
             return chunks
-        text, finish, usage, header = "", None, None, None
-        for c in chunks:
-            header = c
-            text += c["choices"][0]["text"]
-            finish = c["choices"][0]["finish_reason"] or finish
-            usage = c.get("usage", usage)
-        assert header is not None
+        text, finish, usage, header = _joined(chunks)
         return {
             "id": header["id"],
             "object": "text_completion",
@@ -344,13 +350,7 @@ class Llama:
                                 "chatcmpl")
         if stream:
             return self._chat_chunks(chunks)
-        content, finish, usage, header = "", None, None, None
-        for c in chunks:
-            header = c
-            content += c["choices"][0]["text"]
-            finish = c["choices"][0]["finish_reason"] or finish
-            usage = c.get("usage", usage)
-        assert header is not None
+        content, finish, usage, header = _joined(chunks)
         return {
             "id": header["id"],
             "object": "chat.completion",
