@@ -80,6 +80,18 @@ ChatTemplate detect_chat_template(const GGUFFile& file, const std::string& overr
   return ChatTemplate::DeepSeekLLM;
 }
 
+std::vector<int> prompt_tokens(const Tokenizer& tokenizer, const std::string& text) {
+  std::vector<int> ids;
+  if (tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
+  const std::vector<int> body = tokenizer.encode(text, /*parse_special=*/true);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+std::string bos_text(const Tokenizer& tokenizer) {
+  return tokenizer.add_bos() && tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos(), true) : "";
+}
+
 std::string format_user_turn(ChatTemplate t, const std::string& system, const std::string& user,
                              bool first_turn, const std::string& bos_text) {
   std::string text = first_turn ? bos_text + system : "";

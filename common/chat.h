@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gguf.h"
+#include "tokenizer.h"
 
 enum class ChatTemplate { DeepSeekLLM, DeepSeekCoder, DeepSeekR1 };
 
@@ -22,6 +23,13 @@ const char* chat_template_name(ChatTemplate t);
 /// The template named by override_name if not empty, else detected from tokenizer.chat_template,
 /// else from tokenizer.ggml.pre / general.name; deepseek-llm when nothing says otherwise.
 ChatTemplate detect_chat_template(const GGUFFile& file, const std::string& override_name);
+
+/// The tokens of a prompt as the CLI, the server and the Python module feed it: BOS when the
+/// model adds one, then the text with the special tokens written in it parsed (as llama.cpp's CLI
+/// does).
+std::vector<int> prompt_tokens(const Tokenizer& tokenizer, const std::string& text);
+/// BOS's text when the model adds one, else "": what a chat's first turn starts with.
+std::string bos_text(const Tokenizer& tokenizer);
 
 /// Text to feed for one user turn: the system text and BOS on the first turn only, then the user
 /// message and the assistant prefix. bos_text is the BOS token's text ("" to add no BOS).

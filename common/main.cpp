@@ -53,15 +53,6 @@ void report_stop(const GenerationStats& s, const Engine& engine) {
                    : "raise -c, or use a stage with a ring KV cache");
 }
 
-std::vector<int> prompt_tokens(const Tokenizer& tokenizer, const std::string& prompt) {
-  std::vector<int> ids;
-  if (tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
-  // As llama.cpp's CLI does, special tokens written in a prompt are parsed.
-  const std::vector<int> text = tokenizer.encode(prompt, /*parse_special=*/true);
-  ids.insert(ids.end(), text.begin(), text.end());
-  return ids;
-}
-
 void write_logits(const std::string& path, const float* logits, int n_vocab) {
   std::ofstream out(path, std::ios::binary);
   check(out.good(), "cannot write logits to '", path, "'");
@@ -75,8 +66,7 @@ void write_logits(const std::string& path, const float* logits, int n_vocab) {
 void run_chat(Session& session, const Tokenizer& tokenizer, const GGUFFile& file,
               const CliOptions& o, const Engine& engine, double load_ms) {
   const ChatTemplate tmpl = detect_chat_template(file, o.chat_template);
-  const std::string bos_text =
-      tokenizer.add_bos() && tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos(), true) : "";
+  const std::string bos = bos_text(tokenizer);
   const bool interactive = !o.prompt_given;
   GenerationStats last;
   std::string line = o.prompt;
@@ -92,7 +82,7 @@ void run_chat(Session& session, const Tokenizer& tokenizer, const GGUFFile& file
         break;
       }
     }
-    std::string text = format_user_turn(tmpl, o.system_prompt, line, first, bos_text);
+    std::string text = format_user_turn(tmpl, o.system_prompt, line, first, bos);
     if (!first) {  // close the previous reply; its end-of-generation token is already fed
       const bool ended = last.stop == StopReason::EndOfGeneration;
       text = format_reply_end(tmpl, ended ? tokenizer.piece(last.last_token, true) : "") + text;

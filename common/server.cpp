@@ -47,7 +47,6 @@ extern const char kServerPage[];
 
 namespace {
 
-
 constexpr int kDefaultPort = 8080;
 constexpr int kDefaultQueue = 64;          ///< requests waiting for a sequence before 503
 constexpr size_t kMaxBodyBytes = 1 << 20;  ///< a request body past 1 MiB gets 413
@@ -350,11 +349,8 @@ class Server {
         }
         talk.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
       }
-      const std::string bos = tokenizer_.add_bos() && tokenizer_.bos() >= 0
-                                  ? tokenizer_.piece(tokenizer_.bos(), true)
-                                  : "";
       try {
-        text = format_conversation(template_, talk, bos);
+        text = format_conversation(template_, talk, bos_text(tokenizer_));
       } catch (const Error& e) {
         bad(e.what(), "messages");
       }
@@ -362,11 +358,7 @@ class Server {
     }
     const auto prompt = field<std::string>(body, "prompt");
     if (!prompt) bad("'prompt' must be a string", "prompt");
-    std::vector<int> ids;
-    if (tokenizer_.add_bos() && tokenizer_.bos() >= 0) ids.push_back(tokenizer_.bos());
-    const std::vector<int> t = tokenizer_.encode(*prompt, /*parse_special=*/true);
-    ids.insert(ids.end(), t.begin(), t.end());
-    return ids;
+    return prompt_tokens(tokenizer_, *prompt);
   }
 
   void completion(const std::string& text, httplib::Response& res, bool chat) {

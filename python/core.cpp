@@ -158,11 +158,9 @@ class NativeEngine {
                           const std::string& template_name) const {
     const State& s = state();
     const ChatTemplate t = detect_chat_template(*s.file, template_name);
-    const Tokenizer& tok = *s.tokenizer;
-    const std::string bos_text = tok.add_bos() && tok.bos() >= 0 ? tok.piece(tok.bos(), true) : "";
     std::vector<ChatMessage> talk;
     for (const auto& [role, content] : messages) talk.push_back({role, content});
-    return format_conversation(t, talk, bos_text);
+    return format_conversation(t, talk, bos_text(*s.tokenizer));
   }
 
   /// Runs ids at the end of the context (a token sampled last and not yet run goes first).

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "chat.h"
 #include "engine.h"
 #include "error.h"
 #include "generate.h"
@@ -33,12 +34,7 @@ struct Setup {
     o.n_seq = n_seq;
     return create_engine(*model, o);
   }
-  std::vector<int> prompt(const std::string& text) const {
-    std::vector<int> ids{tokenizer->bos()};
-    const std::vector<int> body = tokenizer->encode(text, true);
-    ids.insert(ids.end(), body.begin(), body.end());
-    return ids;
-  }
+  std::vector<int> prompt(const std::string& text) const { return prompt_tokens(*tokenizer, text); }
 };
 
 /// The text Session::generate gives the request alone.
