@@ -85,12 +85,15 @@ build/tests/%.o: tests/%.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -Itests -DPROJECT_ROOT='"$(CURDIR)"' -c $< -o $@
 
-# Per-stage rules: stage.mk may set STAGE_CXXFLAGS (e.g. -fopenmp from stage 04 on).
+# Per-stage rules: stage.mk may set STAGE_CXXFLAGS (e.g. -fopenmp from stage 04 on) and
+# STAGE_LDLIBS (MPI from stage 21 on).
 define STAGE_RULES
 STAGE_CXXFLAGS :=
+STAGE_LDLIBS :=
 STAGE_SERVER :=
 include stages/$(1)/stage.mk
 FLAGS_$(1) := $$(STAGE_CXXFLAGS)
+LIBS_$(1) := $$(STAGE_LDLIBS)
 SERVER_$(1) := $$(STAGE_SERVER)
 OBJ_$(1) := $$(patsubst stages/$(1)/%.cpp,build/$(1)/%.o,$$(wildcard stages/$(1)/*.cpp))
 build/$(1)/%.o: stages/$(1)/%.cpp
@@ -100,15 +103,15 @@ build/$(1)/main.o: common/main.cpp
 	@mkdir -p $$(@D)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
 build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 # The server (common/server.cpp, docs/server.md), for stages whose stage.mk sets STAGE_SERVER.
 build/$(1)/server.o: common/server.cpp
 	@mkdir -p $$(@D)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(HTTPLIB_FLAGS) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
 build/$(1)/server: $$(OBJ_$(1)) build/$(1)/server.o build/common/server_page.o $(COMMON_OBJ)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $(HTTPLIB_LIBS)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1)) $(HTTPLIB_LIBS)
 # bench_kernels is compiled per stage: from stage 11 on it times linear() on weights packed as
 # the engine packs them at load (matmul.h defines ENGINE_PACKS_WEIGHTS).
 # Its own read-and-sum (bench-stream) uses OpenMP in every stage; the stage's kernels do not.
@@ -116,7 +119,7 @@ build/$(1)/bench_kernels.o: tools/bench_kernels.cpp
 	@mkdir -p $$(@D)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -fopenmp -Istages/$(1) -c $$< -o $$@
 build/$(1)/bench_kernels: $$(OBJ_$(1)) build/$(1)/bench_kernels.o $(COMMON_OBJ)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -fopenmp $$^ -o $$@ $(LDLIBS)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -fopenmp $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 SERVER_STAGES := $(foreach s,$(STAGES),$(if $(filter yes,$(SERVER_$(s))),$(s)))
@@ -271,7 +274,7 @@ build/$(1)-$(2)/%.o: stages/$(1)/%.cpp
 	@mkdir -p $$(@D)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(3) -Istages/$(1) -c $$< -o $$@
 build/$(1)-$(2)/tests: $$(OBJ_$(1)-$(2)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
-	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 endef
 $(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),scalar,-DENGINE_NO_SIMD)))
 $(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),check,-DENGINE_CHECK_AGAINST_SCALAR)))
@@ -323,9 +326,9 @@ build/sanitize/$(1)/main.o: common/main.cpp
 	@mkdir -p $$(@D)
 	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
 build/sanitize/$(1)/engine: $$(SAN_OBJ_$(1)) build/sanitize/$(1)/main.o $(SAN_COMMON_OBJ)
-	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 build/sanitize/$(1)/tests: $$(SAN_OBJ_$(1)) $(SAN_TEST_OBJ) build/sanitize/tests/catch_main.o $(SAN_COMMON_OBJ)
-	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS)
+	$(SAN_CXX) $(SAN_FLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 endef
 $(foreach s,$(SANITIZE_STAGES),$(eval $(call SANITIZE_RULES,$(s))))
 test-sanitize: deps
@@ -356,7 +359,7 @@ build/python/$(SEL)/core.o: python/core.cpp
 	$(CXX) $(CXXFLAGS) $(FLAGS_$(SEL)) -fPIC -fvisibility=hidden $(PY_INCLUDES) \
 	  -DSTAGE_NAME='"$(SEL)"' -c $< -o $@
 build/python/$(SEL)/_core.so: $(PY_STAGE_OBJ) build/python/$(SEL)/core.o $(PY_COMMON_OBJ)
-	$(CXX) $(CXXFLAGS) $(FLAGS_$(SEL)) -shared $^ -o $@ $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $(FLAGS_$(SEL)) -shared $^ -o $@ $(LDLIBS) $(LIBS_$(SEL))
 python-deps:
 	@bash tools/deps.sh $(PY_DEPS)
 python: python-deps build/python/$(SEL)/_core.so
@@ -377,6 +380,15 @@ bench-server: build/$(SERVER_STAGE)/server
 	  --model $(if $(filter command line,$(origin MODEL)),$(MODEL),$(BENCH_MODEL)) --threads $(THREADS) \
 	  $(if $(LLAMA_SERVER),--llama-server $(LLAMA_SERVER))
 .PHONY: bench-server
+
+# One process x 2 threads against 2 ranks x 1 thread under mpirun (the pipeline stage), on MODEL or
+# the 7B-shaped file: tokens/s, memory per rank, bytes sent and time waited per token (stage 21's page).
+MPI_STAGE := $(lastword $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/pipeline.h),$(s))))
+MPI_MODEL = $(if $(filter command line,$(origin MODEL)),$(MODEL),build/models/deepseek-7b-q4_0-pure.gguf)
+bench-mpi: deps build/$(MPI_STAGE)/engine
+	@test -f "$(MPI_MODEL)" || $(MAKE) --no-print-directory model-7b
+	$(PYTHON) tools/bench_mpi.py --stage $(MPI_STAGE) --model $(MPI_MODEL) --runs $(RUNS)
+.PHONY: bench-mpi
 
 # What the server's tests need (tests/server/run.sh): Node with npm (Debian's nodejs and npm,
 # unless a node is there already) and Chromium for the chat page.

@@ -8,7 +8,8 @@
 # [long]) counts once, for the last stage.
 # With --python first (make test), the Python module's pytest suite (tests/python, against
 # build/python) runs last and its test cases count too, and so do the server's checks
-# (tests/server/run.sh) for each stage that builds a server.
+# (tests/server/run.sh) for each stage that builds a server, and the pipeline's under mpirun
+# (tests/mpi/run.sh) for each stage with pipeline.h.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python_suite=0
@@ -18,6 +19,25 @@ if [ "${1:-}" = "--python" ]; then
 fi
 total_pass=0
 total_fail=0
+# counted NAME SCRIPT LOG FAILURE_PATTERN ARGS...: runs a checker that ends with "N passed, M
+# failed", adds its counts, and on failure shows its failed checks and where its log is.
+counted() {
+  local name=$1 script=$2 log=$3 pattern=$4
+  shift 4
+  bash "$script" "$@" >"$log" 2>&1
+  local line pass fail
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+  pass=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"${line:-0 passed}")
+  fail=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${line:-0 passed, 1 failed}")
+  [ -z "$line" ] && fail=1  # the checker stopped before its summary
+  echo "$name $pass passed, $fail failed"
+  if [ "$fail" -ne 0 ]; then
+    grep -E "$pattern" "$log" | head -n 20 | cut -c 1-600
+    echo "$name: whole log: $log"
+  fi
+  total_pass=$((total_pass + pass))
+  total_fail=$((total_fail + fail))
+}
 for stage in "$@"; do
   log="build/$stage/tests.log"
   "build/$stage/tests" >"$log" 2>&1
@@ -51,20 +71,9 @@ for stage in "$@"; do
   fi
   total_pass=$((total_pass + pass + cpass))
   total_fail=$((total_fail + fail + cfail))
-  if [ -x "build/$stage/server" ] && [ "$python_suite" -eq 1 ]; then  # make test, not sanitizers
-    slog="build/$stage/server-tests.log"
-    bash tests/server/run.sh "$stage" >"$slog" 2>&1
-    sline=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$slog" | tail -n 1)
-    spass=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"${sline:-0 passed}")
-    sfail=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${sline:-0 passed, 1 failed}")
-    [ -z "$sline" ] && sfail=1  # the runner stopped before its summary
-    echo "$stage: server $spass passed, $sfail failed"
-    if [ "$sfail" -ne 0 ]; then
-      grep -E '^not ok' "$slog" | head -n 20 | cut -c 1-600
-      echo "$stage: whole log: $slog"
-    fi
-    total_pass=$((total_pass + spass))
-    total_fail=$((total_fail + sfail))
+  if [ "$python_suite" -eq 1 ]; then  # make test, not sanitizers
+    [ -x "build/$stage/server" ] && counted "$stage: server" tests/server/run.sh "build/$stage/server-tests.log" '^not ok' "$stage"
+    [ -f "stages/$stage/pipeline.h" ] && counted "$stage: mpi" tests/mpi/run.sh "build/$stage/mpi-tests.log" '^not ok' "$stage"
   fi
 done
 # The long run (100,000 tokens through a ring, memory and speed steady): once, on the last

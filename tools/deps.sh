@@ -5,11 +5,13 @@
 #   libpcre2-dev     the tokenizer's regex engine (UTF + Unicode properties)
 #   python3-numpy    tools/make_models.py: regenerating and checking the test models
 #   libcpp-httplib-dev, nlohmann-json3-dev   the server (HTTP and JSON), from stage 20 on
+#   libopenmpi-dev, openmpi-bin   MPI (mpicxx, mpirun): the pipeline stage, 21 on
 # Optional, installed by the targets that need them: python3-torch (make golden), doxygen (make docs),
 # pybind11-dev, python3-dev, python3-pytest and pip/venv/wheel (make python, make test: PY_DEPS),
 # gnuplot-nox (make bench chart).
 set -euo pipefail
-packages=(g++ make catch2 libpcre2-dev python3-numpy libcpp-httplib-dev nlohmann-json3-dev "$@")
+packages=(g++ make catch2 libpcre2-dev python3-numpy libcpp-httplib-dev nlohmann-json3-dev
+  libopenmpi-dev openmpi-bin "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -26,7 +26,7 @@ FUZZ_CXXFLAGS := -std=c++20 -O1 -g -march=native -fno-omit-frame-pointer -Wall -
 # The final stage's flags (its stage.mk; OpenMP from stage 04 on). clang has -fopenmp only with
 # libomp installed (Debian: libomp-dev); without it the fuzz copy builds without -fopenmp and the
 # pragmas are ignored: one thread, all the target asks for. Evaluated only when a fuzz rule runs.
-FUZZ_STAGE_FLAGS = $(shell sed -n 's/^STAGE_CXXFLAGS *:= *//p' stages/$(LAST)/stage.mk)
+FUZZ_STAGE_FLAGS = $(FLAGS_$(LAST))
 FUZZ_HAS_OPENMP = $(shell echo 'int main() {}' | $(FUZZ_CXX) -fopenmp -x c++ - -o /dev/null \
   2>/dev/null && echo yes)
 FUZZ_STAGE_CXXFLAGS = $(if $(FUZZ_HAS_OPENMP),$(FUZZ_STAGE_FLAGS),$(filter-out -fopenmp,$(FUZZ_STAGE_FLAGS)))
@@ -50,7 +50,7 @@ $(FUZZ_DIR)/libcommon.a: $(FUZZ_COMMON_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(FUZZ_DIR)/fuzz_gguf_engine: $(FUZZ_DIR)/targets/fuzz_gguf_engine.o $(FUZZ_STAGE_OBJ) \
   $(FUZZ_DIR)/libcommon.a
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(FUZZ_STAGE_CXXFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(FUZZ_STAGE_CXXFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS) $(LIBS_$(LAST))
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/targets/fuzz_%.o $(FUZZ_DIR)/libcommon.a
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 # The seed writer needs no sanitizers: it only writes files.
