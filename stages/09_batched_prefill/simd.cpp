@@ -155,8 +155,8 @@ void dot_four_rows(const unsigned char* row0, size_t row_bytes, const BlockQ8_0*
 }
 
 template <class Block, __m256i (*Lanes)(const Block&, const XBlock&)>
-void dot_rows(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
-              int64_t n_blocks, float* y) {
+void dot_block_rows(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
+                    int64_t n_blocks, float* y) {
   const auto* row = static_cast<const unsigned char*>(row0);
   int64_t r = 0;
   for (; r + kRowsPerStep <= n_rows; r += kRowsPerStep) {
@@ -349,12 +349,12 @@ float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n) {
 
 void dot_q4_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
                    int64_t n_blocks, float* y) {
-  dot_rows<BlockQ4_0, lanes_q4_0>(row0, row_bytes, n_rows, x, n_blocks, y);
+  dot_block_rows<BlockQ4_0, lanes_q4_0>(row0, row_bytes, n_rows, x, n_blocks, y);
 }
 
 void dot_q8_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
                    int64_t n_blocks, float* y) {
-  dot_rows<BlockQ8_0, lanes_q8_0>(row0, row_bytes, n_rows, x, n_blocks, y);
+  dot_block_rows<BlockQ8_0, lanes_q8_0>(row0, row_bytes, n_rows, x, n_blocks, y);
 }
 
 }  // namespace simd

@@ -300,8 +300,8 @@ void dot_rows_for_tokens(const unsigned char* row0, size_t row_bytes, int64_t n_
 /// Token tiles outside, row tiles inside: a token tile's activations (kTileTokens x 4.3 KB for
 /// n = 4096) stay in L1 while the rows stream past them.
 template <class Block>
-void dot_rows(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
-              int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
+void dot_block_rows(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
+                    int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
   const auto* row = static_cast<const unsigned char*>(row0);
   int t = 0;
   for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
@@ -495,12 +495,12 @@ float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n) {
 
 void dot_q4_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
                    int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
-  dot_rows<BlockQ4_0>(row0, row_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+  dot_block_rows<BlockQ4_0>(row0, row_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
 }
 
 void dot_q8_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
                    int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
-  dot_rows<BlockQ8_0>(row0, row_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+  dot_block_rows<BlockQ8_0>(row0, row_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
 }
 
 }  // namespace simd

@@ -59,13 +59,13 @@ const Fp16Table& fp16_table() {
 
 // ---- one row of W (n weights) . x (n,) -> float, per storage type ----
 
-float dot_f32(const float* w, const float* x, int64_t n) {
+float dot_f32_scalar(const float* w, const float* x, int64_t n) {
   float sum = 0.0f;
   for (int64_t k = 0; k < n; ++k) sum += w[k] * x[k];
   return sum;
 }
 
-float dot_f16(const uint16_t* w, const float* x, int64_t n, const float* fp16) {
+float dot_f16_scalar(const uint16_t* w, const float* x, int64_t n, const float* fp16) {
   float sum = 0.0f;
   for (int64_t k = 0; k < n; ++k) sum += fp16[w[k]] * x[k];
   return sum;
@@ -154,9 +154,9 @@ float dot_row_scalar(const Weight& w, int64_t r, const Activations& a, const flo
   const void* row = w.row(r);
   switch (w.type) {
     case GGMLType::F32:
-      return dot_f32(static_cast<const float*>(row), a.x, w.cols);
+      return dot_f32_scalar(static_cast<const float*>(row), a.x, w.cols);
     case GGMLType::F16:
-      return dot_f16(static_cast<const uint16_t*>(row), a.x, w.cols, fp16);
+      return dot_f16_scalar(static_cast<const uint16_t*>(row), a.x, w.cols, fp16);
     case GGMLType::Q4_0:
       return dot_q4_0_q8_0(static_cast<const BlockQ4_0*>(row), a.xq, w.cols / kQK4_0, fp16);
     case GGMLType::Q8_0:

@@ -232,8 +232,8 @@ void dot_tile(const unsigned char* tile, size_t group_bytes, int64_t n_blocks, c
 /// Token tiles outside, row tiles inside: a token tile's activations (kTileTokens x 5 KB for
 /// n = 4096) stay in L1 while the rows stream past them.
 template <class Format>
-void dot_rows(const unsigned char* packed, size_t group_bytes, int64_t row0, int64_t n_rows,
-              const XBlock* x, int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
+void dot_block_rows(const unsigned char* packed, size_t group_bytes, int64_t row0, int64_t n_rows,
+                    const XBlock* x, int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
   const unsigned char* first = packed + row0 / kGroupRows * group_bytes;
   const size_t tile_bytes = kGroupsPerTile * group_bytes;
   int t = 0;
@@ -434,9 +434,9 @@ void dot_packed(GGMLType type, const unsigned char* packed, size_t group_bytes, 
                 int64_t n_rows, const XBlock* x, int64_t n_blocks, int n_tokens, float* y,
                 int64_t y_stride) {
   if (type == GGMLType::Q4_0) {
-    dot_rows<Q4Format>(packed, group_bytes, row0, n_rows, x, n_blocks, n_tokens, y, y_stride);
+    dot_block_rows<Q4Format>(packed, group_bytes, row0, n_rows, x, n_blocks, n_tokens, y, y_stride);
   } else {
-    dot_rows<Q8Format>(packed, group_bytes, row0, n_rows, x, n_blocks, n_tokens, y, y_stride);
+    dot_block_rows<Q8Format>(packed, group_bytes, row0, n_rows, x, n_blocks, n_tokens, y, y_stride);
   }
 }
 
