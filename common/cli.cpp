@@ -8,7 +8,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <sstream>
 #include <string_view>
 
@@ -178,4 +181,17 @@ std::string cli_usage(const char* program) {
     << "At the end a line on stderr: stats: load_ms=.. prompt_tokens=.. prefill_tok_s=.. "
        "gen_tokens=.. decode_tok_s=.. threads=.. peak_rss_mb=..\n";
   return u.str();
+}
+
+int run_reporting_errors(int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  return 1;
 }

@@ -34,3 +34,6 @@ constexpr int kDefaultContext = 4096;
 CliOptions parse_cli(int argc, char** argv);
 /// The --help text.
 std::string cli_usage(const char* program);
+/// main()'s body for the engine and the server: returns run(argc, argv), or prints what it threw
+/// as one line on stderr ("error: ...") and returns 1.
+int run_reporting_errors(int (*run)(int, char**), int argc, char** argv);

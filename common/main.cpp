@@ -10,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <new>
 #include <string>
 
 #include "chat.h"
@@ -206,14 +205,5 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
   bound_barrier_spinning(argv);
 #endif
-  try {
-    return run(argc, argv);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: out of memory\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-  }
-  return 1;
+  return run_reporting_errors(run, argc, argv);
 }
