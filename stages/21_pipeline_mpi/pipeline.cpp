@@ -115,7 +115,7 @@ Pipeline::~Pipeline() {
   // non-zero, and mpirun ends the other ranks. Rank 0 still tells the others to stop.
   if (std::uncaught_exceptions() > 0 && !first()) return;
   if (!last()) send_batch(nullptr, 0, 0, nullptr);
-  wait(send_request_, timeout_seconds_, "rank " + std::to_string(rank_ + 1) + " to take the stop");
+  wait(send_request_, timeout_seconds_, rank_ + 1, "to take the stop");
   const double rows = std::max<int64_t>(1, decode_rows_);
   std::fprintf(stderr,
                "pipeline: rank %d of %d layers=%d-%d weights_mb=%.1f base_rss_mb=%.1f "
@@ -137,7 +137,7 @@ void Pipeline::send_batch(const Row* rows, int n, int n_logits, const float* x) 
   check(n >= 0 && batch_bytes(n, d_) <= sent_.size(), "pipeline: a batch of ", n,
         " rows is over the buffers");
   // sent_ is free again once the next rank has the previous batch.
-  wait(send_request_, timeout_seconds_, "rank " + std::to_string(rank_ + 1) + " to take a batch");
+  wait(send_request_, timeout_seconds_, rank_ + 1, "to take a batch");
   if (first()) {
     decoding_ = n > 0 && n_logits == n;
     if (decoding_) decode_rows_ += n;
@@ -162,7 +162,7 @@ int Pipeline::receive_batch(Row* rows, int* n_logits, float* x) {
                       kBatchTag, MPI_COMM_WORLD, &request),
             "receiving a batch");
   const double start = now_ms();
-  wait(request, 0, "");
+  wait(request, 0, rank_ - 1, "to send a batch");
   BatchHeader header;
   const unsigned char* p = received_.data();
   std::memcpy(&header, p, sizeof header);
@@ -183,7 +183,7 @@ void Pipeline::send_logits(const float* logits, int n) {
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Isend(logits, n * n_vocab_, MPI_FLOAT, 0, kLogitsTag, MPI_COMM_WORLD, &request),
             "sending logits");
-  wait(request, timeout_seconds_, "rank 0 to take the logits");
+  wait(request, timeout_seconds_, 0, "to take the logits");
   if (decoding_) decode_bytes_sent_ += static_cast<int64_t>(sizeof(float)) * n * n_vocab_;
 }
 
@@ -193,18 +193,19 @@ void Pipeline::receive_logits(float* logits, int n) {
       MPI_Irecv(logits, n * n_vocab_, MPI_FLOAT, ranks_ - 1, kLogitsTag, MPI_COMM_WORLD, &request),
       "receiving logits");
   const double start = now_ms();
-  wait(request, timeout_seconds_, "the logits from rank " + std::to_string(ranks_ - 1));
+  wait(request, timeout_seconds_, ranks_ - 1, "to send the logits");
   if (decoding_) decode_wait_ms_ += now_ms() - start;
 }
 
-void Pipeline::wait(MPI_Request& request, int seconds, const std::string& what) {
+void Pipeline::wait(MPI_Request& request, int seconds, int peer, const char* what) {
   const double start = now_ms();
   int done = 0;
   for (int polls = 0;; ++polls) {
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "waiting");
     if (done) return;
     if (seconds > 0 && now_ms() - start > seconds * kMsPerSecond) {
-      abort_run("waited " + std::to_string(seconds) + " s (ENGINE_PIPELINE_TIMEOUT) for " + what +
+      abort_run("waited " + std::to_string(seconds) + " s (ENGINE_PIPELINE_TIMEOUT) for rank " +
+                std::to_string(peer) + " " + what +
                 ": a rank has stalled; ending the run on every rank");
     }
     if (polls >= kSpinPolls) {

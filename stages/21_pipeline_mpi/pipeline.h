@@ -71,8 +71,9 @@ class Pipeline {
   void receive_logits(float* logits, int n);
 
  private:
-  /// Waits for request; with seconds > 0 ends the run after that long, saying what it waited for.
-  void wait(MPI_Request& request, int seconds, const std::string& what);
+  /// Waits for request; with seconds > 0 ends the run after that long, saying that it waited
+  /// for rank peer to do what ("to take a batch"). No string is built unless it ends the run.
+  void wait(MPI_Request& request, int seconds, int peer, const char* what);
   /// Prints "error: pipeline rank r of R: ..." and ends the run on every rank.
   [[noreturn]] void abort_run(const std::string& message) const;
   void check_mpi(int code, const char* what) const;
