@@ -34,7 +34,11 @@ endif
 # (NN-scalar), and with the native (NN-check) and AVX2 (NN-avx2) paths checked bit for bit
 # against it.
 SIMD_STAGES := $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/simd.h),$(s)))
-TEST_VARIANTS := $(foreach s,$(filter $(TEST_STAGES),$(SIMD_STAGES)),$(s)-scalar $(s)-check $(s)-avx2)
+# Stages with AMX tiles (amx.h) also as built without them (NN-noamx, checked bit for bit), so
+# that a machine with AMX tests the AVX-512 path they fall back to.
+AMX_STAGES := $(foreach s,$(SIMD_STAGES),$(if $(wildcard stages/$(s)/amx.h),$(s)))
+TEST_VARIANTS := $(foreach s,$(filter $(TEST_STAGES),$(SIMD_STAGES)),$(s)-scalar $(s)-check $(s)-avx2) \
+  $(foreach s,$(filter $(TEST_STAGES),$(AMX_STAGES)),$(s)-noamx)
 
 COMMON_SRC := $(filter-out common/main.cpp common/server.cpp,$(wildcard common/*.cpp))
 COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
@@ -279,7 +283,9 @@ endef
 $(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),scalar,-DENGINE_NO_SIMD)))
 $(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),check,-DENGINE_CHECK_AGAINST_SCALAR)))
 $(foreach s,$(SIMD_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),avx2,-mno-avx512f -DENGINE_CHECK_AGAINST_SCALAR)))
-test-simd: $(foreach s,$(SIMD_STAGES),build/$(s)-scalar/tests build/$(s)-check/tests build/$(s)-avx2/tests)
+$(foreach s,$(AMX_STAGES),$(eval $(call SIMD_VARIANT_RULES,$(s),noamx,-DENGINE_NO_AMX -DENGINE_CHECK_AGAINST_SCALAR)))
+test-simd: $(foreach s,$(SIMD_STAGES),build/$(s)-scalar/tests build/$(s)-check/tests build/$(s)-avx2/tests) \
+  $(foreach s,$(AMX_STAGES),build/$(s)-noamx/tests)
 	@for t in $^; do ./$$t >/dev/null 2>&1 && echo "$$t: passed" || { echo "$$t: FAILED"; exit 1; }; done
 .PHONY: test-simd
 
@@ -287,6 +293,12 @@ test-simd: $(foreach s,$(SIMD_STAGES),build/$(s)-scalar/tests build/$(s)-check/t
 bench-kernels: $(foreach s,$(STAGES),build/$(s)/bench_kernels)
 	$(PYTHON) tools/bench.py --kernels --stages $(STAGES)
 .PHONY: bench-kernels
+
+# linear() on batches of 16 to 256 tokens, one thread: stage 22's AMX tiles against stage 21.
+AMX_BENCH_STAGES := $(filter 21_% 22_%,$(STAGES))
+bench-amx: $(foreach s,$(AMX_BENCH_STAGES),build/$(s)/bench_kernels)
+	$(PYTHON) tools/bench.py --amx --stages $(AMX_BENCH_STAGES)
+.PHONY: bench-amx
 
 # Decode's linear() over 1 GB of weights against a read-and-sum of the same moments (08 on).
 bench-stream: $(foreach s,$(SIMD_STAGES),build/$(s)/bench_kernels)

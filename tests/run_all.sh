@@ -4,7 +4,8 @@
 # where N and M count test cases: every Catch2 test case of every stage's suite, plus every
 # command-line check in tests/cli_test.sh, once per stage. A stage with SIMD kernels is also run
 # as NN-scalar (its scalar fallback), NN-check (its native SIMD path) and NN-avx2 (the AVX2 path),
-# the last two checked bit for bit against the scalar kernels. The long run (a hidden test case,
+# the last two checked bit for bit against the scalar kernels; a stage with AMX tiles also as
+# NN-noamx (the AVX-512 path they fall back to, checked the same way). The long run (a hidden test case,
 # [long]) counts once, for the last stage.
 # With --python first (make test), the Python module's pytest suite (tests/python, against
 # build/python) runs last and its test cases count too, and so do the server's checks
@@ -65,7 +66,7 @@ for stage in "$@"; do
   fi
   cpass=0
   cfail=0
-  if [ -x "build/$stage/engine" ]; then  # build variants (NN-scalar, NN-check, NN-avx2) have no engine
+  if [ -x "build/$stage/engine" ]; then  # build variants (NN-scalar, NN-check, ..) have no engine
     read -r cpass cfail < <(bash tests/cli_test.sh "$stage" | tail -n 1)
     echo "$stage: cli $cpass passed, $cfail failed"
   fi

@@ -167,15 +167,15 @@ struct Shape {
   int64_t cols;
 };
 
-/// linear for every shape and n_tokens 1, 3, 4, 5 and 8 (the AVX-512 kernels take 4 tokens per
-/// register tile: whole tiles, and a tile plus one), sharing one scratch (so it grows and is
-/// reused).
+/// linear for every shape and n_tokens 1, 3, 4, 5, 8, 33 and 48 (the AVX-512 kernels take 4
+/// tokens per register tile, AMX 16 per tile from 2 tiles on (stage 22): whole tiles, and tiles
+/// plus one), sharing one scratch (so it grows and is reused).
 void check_linear_shapes(GGMLType type, const std::vector<Shape>& shapes) {
   MatmulScratch scratch;
   uint64_t seed = 100;
   for (const Shape& shape : shapes) {
     const TestWeight t = make_weight(type, shape.rows, shape.cols, ++seed);
-    for (int n_tokens : {1, 3, 4, 5, 8}) check_linear(t.w, n_tokens, scratch);
+    for (int n_tokens : {1, 3, 4, 5, 8, 33, 48}) check_linear(t.w, n_tokens, scratch);
   }
 }
 
