@@ -506,4 +506,6 @@ TEST_CASE("kernels: attention with grouped-query heads matches a double computat
   check_attention(4, 4, 8, 6);   // plain multi-head
   check_attention(2, 1, 4, 1);   // the first token: the output is its value row
   check_attention(4, 2, 64, 40);
+  check_attention(2, 2, 128, 70);  // 16-key blocks (AVX2: 8) and the keys left (stage 23 on)
+  check_attention(4, 1, 32, 37);
 }
