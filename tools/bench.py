@@ -454,18 +454,24 @@ def write_block(key, block, out, stages):
 KERNEL_SHAPES = (("q4_0", 1, 9), ("q4_0", 16, 3), ("f32", 1, 9))  # type, tokens, reps
 
 
+def time_linear(stage, wtype, tokens, reps):
+    """One `bench_kernels matmul 4096 4096` run on one thread: its key=value fields (ms, gflops,
+    weight_gbs, ...)."""
+    cmd = [os.path.join(ROOT, "build", stage, "bench_kernels"), "matmul", "4096", "4096", wtype,
+           str(tokens), str(reps)]
+    r = run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if r.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
+    return dict(kv.split("=") for kv in r.stdout.split()[1:])
+
+
 def bench_kernels(stages, out):
     """linear() alone, one thread, on a 4096 x 4096 matrix: decode (1 token) and 16-token shapes."""
     rows = []
     for s in stages:
         cells = []
         for wtype, tokens, reps in KERNEL_SHAPES:
-            cmd = [os.path.join(ROOT, "build", s, "bench_kernels"), "matmul", "4096", "4096", wtype,
-                   str(tokens), str(reps)]
-            r = run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
-            if r.returncode != 0:
-                sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
-            f = dict(kv.split("=") for kv in r.stdout.split()[1:])
+            f = time_linear(s, wtype, tokens, reps)
             cells.append(f"{float(f['ms']):.2f} ms, {float(f['gflops']):.1f} GFLOP/s, "
                          f"{float(f['weight_gbs']):.2f} GB/s")
         rows.append(f"| {s} | " + " | ".join(cells) + " |")
@@ -491,12 +497,7 @@ def bench_amx(stages, out):
     for s in stages:
         cells = []
         for wtype, tokens in AMX_SHAPES:
-            cmd = [os.path.join(ROOT, "build", s, "bench_kernels"), "matmul", "4096", "4096", wtype,
-                   str(tokens), str(AMX_REPS)]
-            r = run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
-            if r.returncode != 0:
-                sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
-            f = dict(kv.split("=") for kv in r.stdout.split()[1:])
+            f = time_linear(s, wtype, tokens, AMX_REPS)
             cells.append(f"{float(f['ms']):.2f} ms, {float(f['gflops']):.0f} GFLOP/s")
         rows.append(f"| {s} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)

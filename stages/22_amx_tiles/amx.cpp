@@ -42,10 +42,13 @@
 
 namespace simd {
 
-void tile_tokens(const XBlock* x, int64_t begin, int64_t end, int64_t n_blocks, int n_tokens,
+int amx_tokens(int n_tokens) {
+  return n_tokens >= kAmxMinTokens && amx_usable() ? n_tokens / kAmxTokens * kAmxTokens : 0;
+}
+
+void tile_tokens(const XBlock* x, int64_t begin, int64_t end, int64_t n_blocks, int n_tiled,
                  TokenTileBlock* tiles) {
-  const int64_t tiled = static_cast<int64_t>(n_tokens) / kAmxTokens * kAmxTokens * n_blocks;
-  for (int64_t j = begin; j < std::min(end, tiled); ++j) {
+  for (int64_t j = begin; j < std::min(end, n_tiled * n_blocks); ++j) {
     const int64_t t = j / n_blocks, b = j % n_blocks;
     TokenTileBlock& tile = tiles[t / kAmxTokens * n_blocks + b];
     std::memcpy(tile.qs[t % kAmxTokens], x[j].qs, kQK8_0);
@@ -86,7 +89,7 @@ constexpr int kBlocksInFlight = 4;  // C tiles tmm0 .. tmm3
 #define TILE_A1 5
 #define TILE_B0 6
 #define TILE_B1 7
-constexpr int kFirstA = 4, kFirstB = 6;
+constexpr int kFirstA = TILE_A0, kFirstB = TILE_B0;   // the first of each pair
 constexpr int kBRows = kQK8_0 / kBytesPerLane;        // 8 rows of 4 weights x 16 rows
 constexpr size_t kBTileBytes = kBRows * kSliceBytes;  // 512
 constexpr int kTilesPerPass = 4;                      // token tiles per unpacked group

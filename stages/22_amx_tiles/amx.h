@@ -36,10 +36,14 @@ struct TokenTileBlock {
 /// AMX-TILE and AMX-INT8, and Linux granted this process the tile registers. Asked once.
 bool amx_usable();
 
-/// Copies XBlocks [begin, end) of x (tokens of n_blocks blocks each) into tiles, for the
-/// tokens of whole tiles (t < n_tokens / kAmxTokens * kAmxTokens): tile T's block b is
-/// tiles[T * n_blocks + b]. linear() calls it with the quantization, a share per thread.
-void tile_tokens(const XBlock* x, int64_t begin, int64_t end, int64_t n_blocks, int n_tokens,
+/// The first tokens of a batch of n_tokens that go to the tiles: its whole tiles when
+/// amx_usable() and n_tokens >= kAmxMinTokens, else none (0).
+int amx_tokens(int n_tokens);
+
+/// Copies XBlocks [begin, end) of x (tokens of n_blocks blocks each) into tiles, for the first
+/// n_tiled tokens (amx_tokens()): tile T's block b is tiles[T * n_blocks + b]. linear() calls it
+/// with the quantization, a share per thread.
+void tile_tokens(const XBlock* x, int64_t begin, int64_t end, int64_t n_blocks, int n_tiled,
                  TokenTileBlock* tiles);
 
 #if ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI

@@ -32,7 +32,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -447,8 +446,7 @@ void TransformerEngine::attention_block(int layer, int n, const Row* rows) {
   // Causal attention over the batch: token t sees its sequence's cache up to its own position.
   // Up to kQueryBlock consecutive tokens of one sequence go together, so that each block of the
   // cache is read once for all of them (ops.h).
-  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim,
-                             1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const AttentionShape shape = plain_heads(c.n_head, c.n_head_kv, c.head_dim);
   for (int t = 0; t < n;) {
     const KVCache& cache = caches_[rows[t].seq];
     int n_keys[kQueryBlock];

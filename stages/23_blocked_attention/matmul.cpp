@@ -221,17 +221,16 @@ void check_against_scalar(const Weight& w, const float* x, const simd::XBlock* x
   if (!quantizes_activations(w.type) && !k_type) return;
   const int64_t x_blocks = w.cols / kQK8_0;
   const int64_t k_blocks = w.cols / kQK_K;
+  const int on_tiles = k_type ? 0 : simd::amx_tokens(n_tokens);  // tokens the tiles computed
   for (int t = 0; t < n_tokens; ++t) {
     const Activations a = {x + t * w.cols, k_type ? nullptr : xq + t * x_blocks,
                            k_type ? xk + t * k_blocks : nullptr};
+    const char* path = t < on_tiles ? "amx" : simd::kPathName;
     for (int64_t r = 0; r < w.rows; ++r) {
       const float expected = dot_row_scalar(w, r, a, fp16);
       const float got = y[t * w.rows + r];
-      const bool on_tiles = simd::amx_usable() && n_tokens >= simd::kAmxMinTokens &&
-                            t < n_tokens / simd::kAmxTokens * simd::kAmxTokens;
-      check(std::memcmp(&expected, &got, sizeof(float)) == 0, w.name, ": ",
-            on_tiles ? "amx" : simd::kPathName, " kernel gives ", got, " for row ", r, " of token ",
-            t, ", the scalar one ", expected);
+      check(std::memcmp(&expected, &got, sizeof(float)) == 0, w.name, ": ", path, " kernel gives ",
+            got, " for row ", r, " of token ", t, ", the scalar one ", expected);
     }
   }
 }
@@ -321,8 +320,8 @@ void linear(const LinearPart* parts, size_t n_parts, const float* x, int n_token
   const int64_t n_k_blocks = quantize_k ? n_tokens * (cols / kQK_K) : 0;
   const size_t k_offset = n_x_blocks * sizeof(simd::XBlock);
   // And, on a CPU with AMX, the tokens of whole tiles of 16 once more, as the tiles load them.
-  const bool tiled = quantize && n_tokens >= simd::kAmxMinTokens && simd::amx_usable();
-  const int64_t n_t_blocks = tiled ? n_tokens / simd::kAmxTokens * (cols / kQK8_0) : 0;
+  const int n_tiled = quantize ? simd::amx_tokens(n_tokens) : 0;
+  const int64_t n_t_blocks = n_tiled * (cols / kQK8_0);
   const size_t t_offset = k_offset + n_k_blocks * sizeof(kquant::XBlock);
   scratch.x_quantized.resize(t_offset + n_t_blocks * sizeof(simd::TokenTileBlock));
   auto* xq = n_x_blocks > 0 ? reinterpret_cast<simd::XBlock*>(scratch.x_quantized.data()) : nullptr;
@@ -354,7 +353,7 @@ void linear(const LinearPart* parts, size_t n_parts, const float* x, int n_token
         error.guard([&] {
           const int64_t end = std::min(n_x_blocks, b + kQuantizeStep);
           quantize_activations(x, b, end, xq);
-          if (xt != nullptr) simd::tile_tokens(xq, b, end, cols / kQK8_0, n_tokens, xt);
+          if (xt != nullptr) simd::tile_tokens(xq, b, end, cols / kQK8_0, n_tiled, xt);
         });
       }
 #pragma omp for schedule(static)

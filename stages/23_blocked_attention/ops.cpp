@@ -152,11 +152,13 @@ constexpr int simd_key_block() {
 /// which stay in L2 while the group's 16 heads read them.
 constexpr int kValueKeys = 32;
 
+AttentionShape plain_heads(int n_head, int n_head_kv, int head_dim) {
+  return {n_head, n_head_kv, head_dim, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
+}
+
 void attention(float* out, const float* q, const float* keys, const float* values, int n_keys,
                int n_head, int n_head_kv, int head_dim, float* scores) {
-  const AttentionShape shape{n_head, n_head_kv, head_dim, head_dim,
-                             1.0f / std::sqrt(static_cast<float>(head_dim))};
-  attention(out, q, keys, values, n_keys, shape, scores);
+  attention(out, q, keys, values, n_keys, plain_heads(n_head, n_head_kv, head_dim), scores);
 }
 
 void attention(float* out, const float* q, const float* keys, const float* values, int n_keys,

@@ -18,6 +18,10 @@ struct AttentionShape {
   int v_row = 0;  ///< floats from one value row to the next (0: n_head_kv * v_head)
 };
 
+/// A llama or qwen2 model's heads: keys and values head_dim wide, scores scaled by
+/// 1 / sqrt(head_dim).
+AttentionShape plain_heads(int n_head, int n_head_kv, int head_dim);
+
 /// Causal attention of one query token: q (n_head, k_head) over n_keys cached rows of keys
 /// (n_head_kv * k_head floats each) and values (n_head_kv * v_head) -> out (n_head * v_head).
 /// scores: scratch for n_head * n_keys floats.
