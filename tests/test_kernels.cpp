@@ -168,8 +168,8 @@ struct Shape {
 };
 
 /// linear for every shape and n_tokens 1, 3, 4, 5, 8, 33 and 48 (the AVX-512 kernels take 4
-/// tokens per register tile, AMX 16 per tile from 2 tiles on (stage 22): whole tiles, and tiles
-/// plus one), sharing one scratch (so it grows and is reused).
+/// tokens per register tile, stage 24's packed Q4_K and Q5_K 8, AMX 16 per tile from 2 tiles on
+/// (stage 22): whole tiles, and tiles plus one), sharing one scratch (so it grows and is reused).
 void check_linear_shapes(GGMLType type, const std::vector<Shape>& shapes) {
   MatmulScratch scratch;
   uint64_t seed = 100;
