@@ -410,6 +410,16 @@ constexpr int kQ6Quants = (kQK_K / 2 + kQK_K / 4) / kLaneBytes * kSlice;  // 307
 constexpr int kQ6Scales = kQK_K / kGroup * kPackedRows;                   // 256
 constexpr int kQ6Tail = 2 * kHalfBytes;  // d and a cache line's padding
 
+/// Bytes of a packed super-block of 16 rows: Q4_K (kHigh = false) or Q5_K, and Q6_K.
+template <bool kHigh>
+constexpr size_t q45_bytes() {
+  return kQ45Quants + (kHigh ? kQ5High : 0) + kQ45Scales + kQ45Mins + 2 * kHalfBytes;
+}
+constexpr size_t kQ6Bytes = kQ6Quants + kQ6Scales + kQ6Tail;
+static_assert(q45_bytes<false>() % kSlice == 0 && q45_bytes<true>() % kSlice == 0 &&
+                  kQ6Bytes % kSlice == 0,
+              "every super-block starts on a cache line: the kernels' loads are aligned");
+
 /// Bytes 4v .. 4v + 3 of field (one row's) into lane r of the slice at out.
 inline void put_lane(unsigned char* out, int r, const uint8_t* field, int v) {
   std::memcpy(out + r * kLaneBytes, field + kLaneBytes * v, kLaneBytes);
@@ -500,11 +510,6 @@ inline __m512 finish_mins(__m512 acc, __m512i summ, __m512 dmin, float dx) {
   return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmin, _mm512_set1_ps(dx)), acc);
 }
 
-template <bool kHigh>
-constexpr size_t q45_bytes() {
-  return kQ45Quants + (kHigh ? kQ5High : 0) + kQ45Scales + kQ45Mins + 2 * kHalfBytes;
-}
-
 /// Q4_K (kHigh = false) or Q5_K: one group x T tokens.
 template <bool kHigh, int T>
 void dot_group_q45(const unsigned char* group, int64_t n_blocks, const XBlock* x, float* y,
@@ -579,8 +584,6 @@ void dot_group_q45(const unsigned char* group, int64_t n_blocks, const XBlock* x
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, keep, acc[t]);
 }
 
-constexpr size_t kQ6Bytes = kQ6Quants + kQ6Scales + kQ6Tail;
-
 /// Q6_K: one group x T tokens. Weights enter as 0..63 (stored + 32); each group of 16's dot
 /// starts at -32 x its activations' sum.
 template <int T>
@@ -636,53 +639,22 @@ void dot_group_q6(const unsigned char* group, int64_t n_blocks, const XBlock* x,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, keep, acc[t]);
 }
 
-// Tokens per tile, measured on 64 tokens: Q4_K 8 x (two sub-blocks' dots, the int sums, the
-// float sums) = 32 registers, 12% faster than 4 (the compiler keeps the rest in L1); Q6_K 4 x
-// (four quarters' dots, the sums), where 8 spilled and ran 15% slower.
-struct Q4K {
-  static constexpr int kTokens = 8;
-  template <int T>
-  static void group(const unsigned char* g, int64_t nb, const XBlock* x, float* y, int64_t ys,
-                    int n) {
-    dot_group_q45<false, T>(g, nb, x, y, ys, n);
-  }
-};
-struct Q5K {
-  static constexpr int kTokens = 8;
-  template <int T>
-  static void group(const unsigned char* g, int64_t nb, const XBlock* x, float* y, int64_t ys,
-                    int n) {
-    dot_group_q45<true, T>(g, nb, x, y, ys, n);
-  }
-};
-struct Q6K {
-  static constexpr int kTokens = 4;
-  template <int T>
-  static void group(const unsigned char* g, int64_t nb, const XBlock* x, float* y, int64_t ys,
-                    int n) {
-    dot_group_q6<T>(g, nb, x, y, ys, n);
-  }
-};
+/// One group x T tokens (dot_group_q45, dot_group_q6).
+template <int T>
+using GroupKernel = void (*)(const unsigned char*, int64_t, const XBlock*, float*, int64_t, int);
 
-/// Token tiles outside, groups inside: a tile's activations stay in L1 while the rows go by.
-template <class Kernel>
-void dot_tiles(const unsigned char* first, size_t group_bytes, int64_t n_rows, const XBlock* x,
-               int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
-  constexpr int T = Kernel::kTokens;
-  auto rows = [&](int64_t r) {
-    return static_cast<int>(std::min<int64_t>(kPackedRows, n_rows - r));
-  };
+/// Token tiles of T outside, groups inside: a tile's activations stay in L1 while the rows go
+/// by; the tokens left over go one at a time.
+template <int T>
+void dot_tiles(GroupKernel<T> tile, GroupKernel<1> one, const unsigned char* first,
+               size_t group_bytes, int64_t n_rows, const XBlock* x, int64_t n_blocks, int n_tokens,
+               float* y, int64_t y_stride) {
   int t = 0;
-  for (; t + T <= n_tokens; t += T) {
+  for (; t < n_tokens; t += (t + T <= n_tokens ? T : 1)) {
     for (int64_t r = 0; r < n_rows; r += kPackedRows) {
-      Kernel::template group<T>(first + r / kPackedRows * group_bytes, n_blocks, x + t * n_blocks,
-                                y + t * y_stride + r, y_stride, rows(r));
-    }
-  }
-  for (; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < n_rows; r += kPackedRows) {
-      Kernel::template group<1>(first + r / kPackedRows * group_bytes, n_blocks, x + t * n_blocks,
-                                y + t * y_stride + r, y_stride, rows(r));
+      const int rows = static_cast<int>(std::min<int64_t>(kPackedRows, n_rows - r));
+      (t + T <= n_tokens ? tile : one)(first + r / kPackedRows * group_bytes, n_blocks,
+                                       x + t * n_blocks, y + t * y_stride + r, y_stride, rows);
     }
   }
 }
@@ -699,11 +671,11 @@ bool packs(GGMLType type) {
 size_t packed_block_bytes(GGMLType type) {
   switch (type) {
     case GGMLType::Q4_K:
-      return kQ45Quants + kQ45Scales + kQ45Mins + 2 * kHalfBytes;
+      return q45_bytes<false>();
     case GGMLType::Q5_K:
-      return kQ45Quants + kQ5High + kQ45Scales + kQ45Mins + 2 * kHalfBytes;
+      return q45_bytes<true>();
     case GGMLType::Q6_K:
-      return kQ6Quants + kQ6Scales + kQ6Tail;
+      return kQ6Bytes;
     default:
       fail("kquant::packed_block_bytes: type ", ggml_type_name(type), " is not packed");
   }
@@ -738,13 +710,19 @@ void dot_packed([[maybe_unused]] GGMLType type, [[maybe_unused]] const unsigned 
                 [[maybe_unused]] float* y, [[maybe_unused]] int64_t y_stride) {
 #if ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI
   const unsigned char* first = packed + row0 / kPackedRows * group_bytes;
+  // Tokens per tile, measured on 64 tokens: Q4_K 8 x (two sub-blocks' dots, the int sums, the
+  // float sums) = 32 registers, 12% faster than 4; Q6_K 4 x (four quarters' dots, the sums),
+  // where 8 spilled and ran 15% slower.
   switch (type) {
     case GGMLType::Q4_K:
-      return dot_tiles<Q4K>(first, group_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+      return dot_tiles<8>(dot_group_q45<false, 8>, dot_group_q45<false, 1>, first, group_bytes,
+                          n_rows, x, n_blocks, n_tokens, y, y_stride);
     case GGMLType::Q5_K:
-      return dot_tiles<Q5K>(first, group_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+      return dot_tiles<8>(dot_group_q45<true, 8>, dot_group_q45<true, 1>, first, group_bytes,
+                          n_rows, x, n_blocks, n_tokens, y, y_stride);
     case GGMLType::Q6_K:
-      return dot_tiles<Q6K>(first, group_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+      return dot_tiles<4>(dot_group_q6<4>, dot_group_q6<1>, first, group_bytes, n_rows, x, n_blocks,
+                          n_tokens, y, y_stride);
     default:
       break;
   }
