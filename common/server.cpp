@@ -68,6 +68,7 @@ const char kUsage[] =
     "usage: server -m FILE [-c N] [-t N] [--host 127.0.0.1] [--port 8080] [--parallel N]\n"
     "              [--api-key KEY] [--max-queue N]\n"
     "  -c N          context positions per request (default: min(training context, 4096))\n"
+    "  --port N      0: any free port, named on stderr (default 8080)\n"
     "  --parallel N  requests decoded together, each with its own KV cache (default 1)\n"
     "  --max-queue N requests waiting beyond those before 503 (default 64)\n";
 
@@ -273,13 +274,23 @@ class Server {
          [this](const std::string& b, httplib::Response& r) { completion(b, r, true); });
     post("/tokenize", [this](const std::string& b, httplib::Response& r) { tokenize(b, r); });
     post("/detokenize", [this](const std::string& b, httplib::Response& r) { detokenize(b, r); });
+    // Port 0: the kernel picks a free port (tests run servers side by side); the line below
+    // names the port actually bound, so a client can read it.
+    int port = options_.port;
+    if (port == 0) port = http_.bind_to_any_port(options_.host);
+    const bool bound = port > 0 && (options_.port == 0 || http_.bind_to_port(options_.host, port));
+    if (!bound) {
+      scheduler_.stop();
+      loop.join();
+      fail("cannot listen on ", options_.host, ":", options_.port);
+    }
     std::fprintf(stderr, "server: %s (stage %s), %d sequences of %d positions, on http://%s:%d\n",
                  options_.model_path.c_str(), STAGE_NAME, scheduler_.sequences(),
-                 scheduler_.context_length(), options_.host.c_str(), options_.port);
-    const bool ok = http_.listen(options_.host, options_.port);
+                 scheduler_.context_length(), options_.host.c_str(), port);
+    const bool ok = http_.listen_after_bind();
     scheduler_.stop();
     loop.join();
-    check(ok || stopping_, "cannot listen on ", options_.host, ":", options_.port);
+    check(ok || stopping_, "cannot serve on ", options_.host, ":", port);
   }
 
   /// Stops accepting, ends the requests in flight (their clients get what was generated).

@@ -82,30 +82,49 @@ for model in tiny-kjv-q4_0 tiny-deepseek2-lite-q4_0; do
   else not_ok "$model, one process: logits differ from $before"; fi
 done
 
-# ---- The server under mpirun: a completion as the CLI writes it.
+# ---- The server under mpirun: a completion as the CLI writes it. Port 0: the kernel picks a
+# free one and rank 0 names it on stderr (a fixed or random port can be taken, by MPI too).
 if [ -x "build/$stage/server" ]; then
-  port=$((20000 + RANDOM % 20000))
-  "${MPIRUN[@]}" -np 2 "build/$stage/server" -m data/models/tiny-kjv-q4_0.gguf --port "$port" \
+  "${MPIRUN[@]}" -np 2 "build/$stage/server" -m data/models/tiny-kjv-q4_0.gguf --port 0 \
     -t 1 --parallel 2 >"$work/server.err" 2>&1 &
   server_pid=$!
-  reply=$(/usr/bin/python3 - "$port" <<'EOF'
-import json, sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/v1/completions"
-body = json.dumps({"prompt": "And it came to pass", "max_tokens": 24, "temperature": 0}).encode()
-for _ in range(300):  # up to 30 s for the ranks to load
+  reply=$(/usr/bin/python3 - "$work/server.err" "$server_pid" 2>"$work/client.err" <<'EOF'
+import json, os, re, sys, time, urllib.request
+log, pid = sys.argv[1], int(sys.argv[2])
+no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+port = None
+for _ in range(1200):  # up to 120 s for the ranks to load (a loaded CI machine is slow)
+    found = re.search(r"on http://127\.0\.0\.1:(\d+)", open(log).read())
+    if found:
+        port = found.group(1)
+        break
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, body), timeout=30) as r:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("mpirun ended before the server named its port")
+    time.sleep(0.1)
+if port is None:
+    sys.exit("the server named no port within 120 s")
+url = f"http://127.0.0.1:{port}/v1/completions"
+body = json.dumps({"prompt": "And it came to pass", "max_tokens": 24, "temperature": 0}).encode()
+for attempt in range(50):  # the port is named just before the server accepts
+    try:
+        with no_proxy.open(urllib.request.Request(url, body), timeout=60) as r:
             print(json.load(r)["choices"][0]["text"], end="")
             break
-    except OSError:
-        time.sleep(0.1)
+    except OSError as e:
+        print(f"attempt {attempt}: {e}", file=sys.stderr)
+        time.sleep(0.2)
 EOF
 )
   kill -INT "$server_pid" 2>/dev/null
   wait "$server_pid" 2>/dev/null
   cli=$("$engine" -m data/models/tiny-kjv-q4_0.gguf -p "And it came to pass" -n 24 --temp 0 2>/dev/null)
   if [ -n "$reply" ] && [ "And it came to pass$reply" = "$cli" ]; then ok "server, 2 ranks: completion as the CLI's"
-  else not_ok "server, 2 ranks: '$reply' is not the CLI's completion" "$work/server.err"; fi
+  else
+    not_ok "server, 2 ranks: '$reply' is not the CLI's completion; the client said:" "$work/client.err"
+    tail -n 12 "$work/server.err" | sed 's/^/#   server: /'
+  fi
 fi
 
 # ---- Memory: each rank about file / ranks (bench-small's shape, output Q4_0: 12 layers), not
