@@ -13,6 +13,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -233,6 +234,8 @@ class Server {
         template_(detect_chat_template(*file_, "")) {}
 
   void run() {
+    const int port = bind_port();
+    check(port > 0, "cannot listen on ", options_.host, ":", options_.port);
     std::thread loop([this] { scheduler_.run(); });
     // A connection holds a thread while its request runs or waits: enough for every request the
     // scheduler may hold, so that past them the answer is 503, not a wait for a thread.
@@ -274,16 +277,6 @@ class Server {
          [this](const std::string& b, httplib::Response& r) { completion(b, r, true); });
     post("/tokenize", [this](const std::string& b, httplib::Response& r) { tokenize(b, r); });
     post("/detokenize", [this](const std::string& b, httplib::Response& r) { detokenize(b, r); });
-    // Port 0: the kernel picks a free port (tests run servers side by side); the line below
-    // names the port actually bound, so a client can read it.
-    int port = options_.port;
-    if (port == 0) port = http_.bind_to_any_port(options_.host);
-    const bool bound = port > 0 && (options_.port == 0 || http_.bind_to_port(options_.host, port));
-    if (!bound) {
-      scheduler_.stop();
-      loop.join();
-      fail("cannot listen on ", options_.host, ":", options_.port);
-    }
     std::fprintf(stderr, "server: %s (stage %s), %d sequences of %d positions, on http://%s:%d\n",
                  options_.model_path.c_str(), STAGE_NAME, scheduler_.sequences(),
                  scheduler_.context_length(), options_.host.c_str(), port);
@@ -301,6 +294,19 @@ class Server {
   }
 
  private:
+  /// Binds the listening socket; the port bound, or -1. Port 0: the kernel picks a free one
+  /// (tests run servers side by side), and run()'s stderr line names it for a client to read.
+  int bind_port() {
+    // httplib's default adds SO_REUSEPORT, with which a second server binds a port in use and
+    // the two share its connections; SO_REUSEADDR alone still rebinds past TIME_WAIT.
+    http_.set_socket_options([](socket_t sock) {
+      const int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    if (options_.port == 0) return http_.bind_to_any_port(options_.host);
+    return http_.bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+
   /// A POST endpoint whose body is read by us, at most kMaxBodyBytes of it: httplib's own limit
   /// holds for a Content-Length, not for a chunked body.
   template <class F>

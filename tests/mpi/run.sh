@@ -107,7 +107,7 @@ if port is None:
     sys.exit("the server named no port within 120 s")
 url = f"http://127.0.0.1:{port}/v1/completions"
 body = json.dumps({"prompt": "And it came to pass", "max_tokens": 24, "temperature": 0}).encode()
-for attempt in range(50):  # the port is named just before the server accepts
+for attempt in range(50):  # the socket listens before the line is written; retries cover a reset
     try:
         with no_proxy.open(urllib.request.Request(url, body), timeout=60) as r:
             print(json.load(r)["choices"][0]["text"], end="")

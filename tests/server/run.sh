@@ -4,8 +4,9 @@
 # Starts build/STAGE/server twice on free 127.0.0.1 ports (the main one: --parallel 4 -c 512; a
 # keyed one: --api-key secret --parallel 1 --max-queue 1 -c 512), runs api_test.mjs (the OpenAI
 # client against both) and, when it exists, page_test.mjs (the chat page in headless Chromium),
-# then checks that SIGTERM stops each server with exit 0, and that SIGINT with a stream in flight
-# ends the stream and the server (signal_test.mjs on a third server). Logs go to build/server/.
+# then checks that a second server on a port in use exits with one line, that SIGTERM stops each
+# server with exit 0, and that SIGINT with a stream in flight ends the stream and the server
+# (signal_test.mjs on a third server). Logs go to build/server/.
 # Needs node >= 18 and npm (Debian's nodejs and npm packages, or nodesource's nodejs); the node
 # modules come from `npm ci` when tests/server/node_modules is missing.
 # Prints `ok - ...` / `not ok - ...` lines, and last `N passed, M failed`; exit 0 only when all
@@ -227,6 +228,20 @@ if [[ -f "$HERE/page_test.mjs" ]]; then
   fi
 else
   echo "# $HERE/page_test.mjs does not exist yet: the chat page is not tested"
+fi
+
+# A port in use: a second server refuses it with one line, instead of sharing its connections.
+if ((MAIN_UP)); then
+  "$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" >"$LOGS/taken.log" 2>&1 &
+  taken_pid=$!
+  PIDS+=("$taken_pid")
+  if wait_exit "$taken_pid" 20 && [[ "$EXIT_RC" != 0 ]] &&
+    grep -q "cannot listen on 127.0.0.1:$PORT" "$LOGS/taken.log"; then
+    ok "a second server on port $PORT exits with 'cannot listen'"
+  else
+    not_ok "a second server on port $PORT: exit status $EXIT_RC, no 'cannot listen' line"
+    tail -n 3 "$LOGS/taken.log" | sed 's/^/#   /'
+  fi
 fi
 
 # SIGTERM: each server stops with exit 0 within a few seconds.
