@@ -89,8 +89,8 @@ int gather_width(const ModelConfig& c) {
 /// Tokens per batch: kMaxBatch, or fewer for a short context or wide rows.
 int batch_tokens(const ModelConfig& c, int n_ctx) {
   // x, xb, xb2, q, att (d or n_head * hd each), k, v (kv_dim), two rows of n_ff; two
-  // latents and the router's logits; the absorbed queries, the attention's latent output and two
-  // gathered heads; an expert's tokens' rows and its output for them.
+  // latents and the router's logits; the absorbed queries, the attention's latent output and
+  // every head's rows gathered, twice; an expert's tokens' rows and its output for them.
   const size_t row_floats = 5 * size_t(std::max(c.n_embd, c.n_head * c.head_dim)) +
                             2 * size_t(c.kv_dim()) + 2 * size_t(ffn_width(c)) +
                             2 * size_t(latent_width(c)) + c.moe.n_expert +
