@@ -303,6 +303,24 @@ plot '{data}' using 2:xtic(1) title 'decode', '' using 3 title 'prefill'
     return True
 
 
+def redraw_charts(out):
+    """Each chart of `out` drawn again from its table (after stages are renamed or renumbered:
+    the same measurements, new labels)."""
+    text = open(out).read()
+    for key, body in re.findall(r"<!-- bench:begin (\S+) -->(.*?)<!-- bench:end \1 -->", text, re.S):
+        png = os.path.join(os.path.dirname(out), f"benchmarks-{key}.png")
+        if os.path.basename(png) not in body:
+            continue
+        results, entries = {}, []
+        for line in body.split("\n"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("| ") and len(cells) > 4 and cells[0] != "stage" and cells[1][:1].isdigit():
+                results[cells[0]] = {"decode_tok_s": cells[1], "prefill_tok_s": cells[4]}
+                entries.append(cells[0])
+        if entries and chart(results, entries, key, png):
+            print(f"bench: {os.path.relpath(png, ROOT)} redrawn from its table")
+
+
 def update_stage_pages(results, stages, key, bytes_per_token):
     for i, s in enumerate(stages):
         page = os.path.join(ROOT, "docs", "stages", s + ".md")
@@ -639,6 +657,7 @@ def main():
     ap.add_argument("--amx", action="store_true", help="linear() on batches, before and with AMX")
     ap.add_argument("--stream", action="store_true", help="decode's linear() against read bandwidth")
     ap.add_argument("--contended", action="store_true", help="decode, quiet and with a busy core")
+    ap.add_argument("--charts", action="store_true", help="redraw the charts from --out's tables")
     ap.add_argument("--stages", nargs="+", default=[])
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -652,6 +671,8 @@ def main():
                     help="llama-bench binaries to run interleaved with the stages (PATH alone: "
                          "labelled llama.cpp)")
     args = ap.parse_args()
+    if args.charts:
+        return redraw_charts(args.out)
     if args.sampling:
         return bench_sampling(args.stages, (102400, 152064), max(args.runs, 50), args.out)
     if args.kernels:
