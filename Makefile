@@ -90,7 +90,7 @@ build/tests/%.o: tests/%.cpp
 	$(CXX) $(CXXFLAGS) -Itests -DPROJECT_ROOT='"$(CURDIR)"' -c $< -o $@
 
 # Per-stage rules: stage.mk may set STAGE_CXXFLAGS (e.g. -fopenmp from stage 04 on) and
-# STAGE_LDLIBS (MPI from stage 21 on).
+# STAGE_LDLIBS (MPI from stage 24 on).
 define STAGE_RULES
 STAGE_CXXFLAGS :=
 STAGE_LDLIBS :=
@@ -116,7 +116,7 @@ build/$(1)/server.o: common/server.cpp
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $(HTTPLIB_FLAGS) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
 build/$(1)/server: $$(OBJ_$(1)) build/$(1)/server.o build/common/server_page.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1)) $(HTTPLIB_LIBS)
-# bench_kernels is compiled per stage: from stage 11 on it times linear() on weights packed as
+# bench_kernels is compiled per stage: from stage 13 on it times linear() on weights packed as
 # the engine packs them at load (matmul.h defines ENGINE_PACKS_WEIGHTS).
 # Its own read-and-sum (bench-stream) uses OpenMP in every stage; the stage's kernels do not.
 build/$(1)/bench_kernels.o: tools/bench_kernels.cpp
@@ -225,7 +225,7 @@ docs-update: build/$(DOCS_STAGE)/engine
 .PHONY: new-stage docs-check docs-update
 
 # Decode at a long context (CTX_TOKENS of prompt, then 64 tokens, -c 4096) for ONLY="..." stages on
-# MODEL: the stats lines, one run each in turn (stage 18's page, on the V2-Lite-shaped file).
+# MODEL: the stats lines, one run each in turn (stage 21's page, on the V2-Lite-shaped file).
 CTX_TOKENS ?= 3900
 bench-ctx: $(foreach s,$(BENCH_STAGES),build/$(s)/engine)
 	@$(PYTHON) -c "import sys; sys.path.insert(0, 'tools'); import bench; open('build/ctx-prompt.txt', 'w').write(bench.PROMPT_WORDS * ($(CTX_TOKENS) * 115 // 3900))"
@@ -294,8 +294,8 @@ bench-kernels: $(foreach s,$(STAGES),build/$(s)/bench_kernels)
 	$(PYTHON) tools/bench.py --kernels --stages $(STAGES)
 .PHONY: bench-kernels
 
-# linear() on batches of 16 to 256 tokens, one thread: stage 22's AMX tiles against stage 21.
-AMX_BENCH_STAGES := $(filter 21_% 22_%,$(STAGES))
+# linear() on batches of 16 to 256 tokens, one thread: stage 25's AMX tiles against stage 24.
+AMX_BENCH_STAGES := $(filter 24_% 25_%,$(STAGES))
 bench-amx: $(foreach s,$(AMX_BENCH_STAGES),build/$(s)/bench_kernels)
 	$(PYTHON) tools/bench.py --amx --stages $(AMX_BENCH_STAGES)
 .PHONY: bench-amx
@@ -315,7 +315,7 @@ tune-panel: $(COMMON_OBJ)
 # every report fatal, on the first, a middle and the final stage (SANITIZE_STAGES="..." for
 # others). Builds under build/sanitize/; needs Debian's clang and libomp-dev (installed here).
 SAN_CXX ?= clang++
-SANITIZE_STAGES ?= $(firstword $(STAGES)) $(filter 08_%,$(STAGES)) $(LAST)
+SANITIZE_STAGES ?= $(firstword $(STAGES)) $(filter 09_%,$(STAGES)) $(LAST)
 SAN_FLAGS := -std=c++20 -O1 -g -march=native -fno-omit-frame-pointer -Wall -Wextra -MMD -MP \
   -Icommon -fsanitize=address,undefined -fno-sanitize-recover=all
 SAN_COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/sanitize/common/%.o)
@@ -394,7 +394,7 @@ bench-server: build/$(SERVER_STAGE)/server
 .PHONY: bench-server
 
 # One process x 2 threads against 2 ranks x 1 thread under mpirun (the pipeline stage), on MODEL or
-# the 7B-shaped file: tokens/s, memory per rank, bytes sent and time waited per token (stage 21's page).
+# the 7B-shaped file: tokens/s, memory per rank, bytes sent and time waited per token (stage 24's page).
 MPI_STAGE := $(lastword $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/pipeline.h),$(s))))
 MPI_MODEL = $(if $(filter command line,$(origin MODEL)),$(MODEL),build/models/deepseek-7b-q4_0-pure.gguf)
 bench-mpi: deps build/$(MPI_STAGE)/engine

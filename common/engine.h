@@ -18,7 +18,7 @@ struct EngineOptions {
 };
 
 /// The first stage that holds several sequences and decodes them together (the server's).
-inline constexpr const char* kFirstBatchedStage = "20_batched_sequences";
+inline constexpr const char* kFirstBatchedStage = "23_batched_sequences";
 
 class Engine {
  public:
@@ -63,7 +63,7 @@ std::unique_ptr<Engine> create_engine(const Model& model, const EngineOptions& o
 /// llama and qwen2 only: deepseek2's attention and FFN are other layers.
 bool stage_runs(Arch arch);
 /// The first stage that runs deepseek2 (MLA and mixture of experts).
-inline constexpr const char* kFirstDeepSeek2Stage = "17_mla_moe";
+inline constexpr const char* kFirstDeepSeek2Stage = "20_mla_moe";
 
 /// Throws Error unless stage_runs(model's architecture), naming the file and the stage that does.
 inline void require_stage_runs(const Model& model) {

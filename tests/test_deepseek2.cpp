@@ -1,5 +1,5 @@
 // test_deepseek2.cpp: DeepSeek's own architecture (deepseek2: MLA and mixture of experts), read
-// from tiny files built in memory, refused by name before stage 17, and run from stage 17 on.
+// from tiny files built in memory, refused by name before stage 20, and run from stage 20 on.
 //
 // Logits against the PyTorch reference are test_engine.cpp's golden test (tiny-deepseek2-*).
 #include <catch2/catch.hpp>

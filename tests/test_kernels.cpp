@@ -125,7 +125,7 @@ double linear_error(const Weight& w, const float* x, const float* y, int n_token
 
 /// linear(w) on n_tokens random rows against a double matmul over dequantize_row's weights. For
 /// Q4_0 and Q8_0 weights a stage may first round x to Q8_0 (llama.cpp's integer dot products,
-/// stage 08 on): then the whole call must match the product with that rounded x instead.
+/// stage 09 on): then the whole call must match the product with that rounded x instead.
 void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
   INFO(w.name << " rows " << w.rows << " cols " << w.cols << " n_tokens " << n_tokens);
   const int64_t K = w.cols;
@@ -147,7 +147,7 @@ void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
     CHECK(n_bad == 0);
     return;
   }
-  // K-quant weights: from stage 16 on, x is rounded to Q8_K (256 per scale) instead.
+  // K-quant weights: from stage 19 on, x is rounded to Q8_K (256 per scale) instead.
   if (n_bad > 0 && K % kQK_K == 0 && type_block_size(w.type) == kQK_K) {
     std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
     quantize_row_q8_k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
@@ -168,8 +168,8 @@ struct Shape {
 };
 
 /// linear for every shape and n_tokens 1, 3, 4, 5, 8, 33 and 48 (the AVX-512 kernels take 4
-/// tokens per register tile, stage 24's packed Q4_K and Q5_K 8, AMX 16 per tile from 2 tiles on
-/// (stage 22): whole tiles, and tiles plus one), sharing one scratch (so it grows and is reused).
+/// tokens per register tile, stage 27's packed Q4_K and Q5_K 8, AMX 16 per tile from 2 tiles on
+/// (stage 25): whole tiles, and tiles plus one), sharing one scratch (so it grows and is reused).
 void check_linear_shapes(GGMLType type, const std::vector<Shape>& shapes) {
   MatmulScratch scratch;
   uint64_t seed = 100;
@@ -255,7 +255,7 @@ TEST_CASE("kernels: linear with Q6_K weights matches dequantize_row + double mat
 }
 
 // The other types llama-quantize writes: stages without a kernel of their own for a type
-// compute it through common/'s dequantizer (dequantized.cpp), stage 16 the K-quants in integers.
+// compute it through common/'s dequantizer (dequantized.cpp), stage 19 the K-quants in integers.
 TEST_CASE("kernels: linear with the other K-quant weights", "[kernels]") {
   for (GGMLType type : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K}) {
     INFO("type " << ggml_type_name(type));
@@ -506,6 +506,6 @@ TEST_CASE("kernels: attention with grouped-query heads matches a double computat
   check_attention(4, 4, 8, 6);   // plain multi-head
   check_attention(2, 1, 4, 1);   // the first token: the output is its value row
   check_attention(4, 2, 64, 40);
-  check_attention(2, 2, 128, 70);  // 16-key blocks (AVX2: 8) and the keys left (stage 23 on)
+  check_attention(2, 2, 128, 70);  // 16-key blocks (AVX2: 8) and the keys left (stage 26 on)
   check_attention(4, 1, 32, 37);
 }

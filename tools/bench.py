@@ -509,7 +509,7 @@ AMX_REPS = 5
 
 
 def bench_amx(stages, out):
-    """linear() alone, one thread, 4096 x 4096, batches of 16 to 256 tokens: stage 22's AMX tiles
+    """linear() alone, one thread, 4096 x 4096, batches of 16 to 256 tokens: stage 25's AMX tiles
     against the stage before them, on this host (the block says whether it has AMX)."""
     rows = []
     for s in stages:

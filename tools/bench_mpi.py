@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""bench_mpi.py: one process against a pipeline of ranks, on one file (stage 21's page).
+"""bench_mpi.py: one process against a pipeline of ranks, on one file (stage 24's page).
 
-    bench_mpi.py --stage 21_pipeline_mpi --model F [--prompt-tokens 128] [--gen-tokens 32]
-                 [--runs 3] [--out docs/stages/21_pipeline_mpi.md]
+    bench_mpi.py --stage 24_pipeline_mpi --model F [--prompt-tokens 128] [--gen-tokens 32]
+                 [--runs 3] [--out docs/stages/24_pipeline_mpi.md]
 
 Three runs, interleaved, --runs rounds of each, the median reported: one process with 2 threads,
 one with 1 thread, and `mpirun -np 2` with 1 thread a rank (each rank bound to its own core). Each run is two commands,

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench_server.py: aggregate decode tokens/s of the server with 1, 2, 4, 8 streams at once.
 
-    bench_server.py --server build/20_batched_sequences/server --model F [--threads 2]
+    bench_server.py --server build/23_batched_sequences/server --model F [--threads 2]
                     [--streams 1 2 4 8] [--tokens 64] [--ctx 256] [--runs 2]
                     [--llama-server PATH] [--out docs/benchmarks.md]
 

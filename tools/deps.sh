@@ -4,7 +4,7 @@
 #   catch2           the test framework (v2, header catch2/catch.hpp)
 #   libpcre2-dev     the tokenizer's regex engine (UTF + Unicode properties)
 #   python3-numpy    tools/make_models.py: regenerating and checking the test models
-#   libcpp-httplib-dev, nlohmann-json3-dev   the server (HTTP and JSON), from stage 20 on
+#   libcpp-httplib-dev, nlohmann-json3-dev   the server (HTTP and JSON), from stage 23 on
 #   libopenmpi-dev, openmpi-bin   MPI (mpicxx, mpirun): the pipeline stage, 21 on
 # Optional, installed by the targets that need them: python3-torch (make golden), doxygen (make docs),
 # pybind11-dev, python3-dev, python3-pytest and pip/venv/wheel (make python, make test: PY_DEPS),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pipeline stage under mpirun (docs/stages/21_pipeline_mpi.md), on this one machine:
+# The pipeline stage under mpirun (docs/stages/24_pipeline_mpi.md), on this one machine:
 #   - 2 and 3 ranks give the text and the last logits of one process, bit for bit, on the test
 #     models of both architectures (llama/qwen2 and deepseek2), sliding past the context too,
 #     and in --chat and through the server;

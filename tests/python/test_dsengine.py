@@ -28,9 +28,9 @@ PROMPT = "And it came to pass"
 THREADS = 2
 CTX = 256
 
-# Every project model the module's stage runs (deepseek2 only from stage 17 on).
+# Every project model the module's stage runs (deepseek2 only from stage 20 on).
 ALL_MODELS = sorted(p.name for p in MODELS.glob("*.gguf"))
-RUNNABLE = [m for m in ALL_MODELS if "deepseek2" not in m or dsengine.STAGE >= "17"]
+RUNNABLE = [m for m in ALL_MODELS if "deepseek2" not in m or dsengine.STAGE >= "20"]
 GREEDY_MODELS = [m for m in ["tiny-kjv-q4_0.gguf", "tiny-llama-f32.gguf", "tiny-qwen2-q4_0.gguf",
                              "tiny-kq-q4_k_m.gguf", "tiny-deepseek2-lite-q4_0.gguf"]
                  if m in RUNNABLE]

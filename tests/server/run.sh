@@ -15,7 +15,7 @@ set -u
 
 STAGE="${1:-}"
 if [[ -z "$STAGE" ]]; then
-  echo "usage: bash tests/server/run.sh STAGE   (e.g. 20_batched_sequences)" >&2
+  echo "usage: bash tests/server/run.sh STAGE   (e.g. 23_batched_sequences)" >&2
   exit 2
 fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -1,0 +1,84 @@
+// simd.h: which vector instruction set this build uses, and the dot products written in it.
+//
+// The compiler's target (-march=native) picks one path at compile time:
+//   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
+//   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
+//   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
+//                 fallback can be built and tested on a machine that has the instructions)
+// Both vector paths use 256-bit registers for the integer dots (a block of 32 int8 is 256 bits).
+//
+// The quantized kernels keep 8 float lanes per (row, token) in registers and reduce
+// them once at the end (kDotLanes below), and compute tiles of rows x tokens together.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant.h"
+
+#define ENGINE_SIMD_NONE 0
+#define ENGINE_SIMD_AVX2 1
+#define ENGINE_SIMD_AVX512_VNNI 2
+
+#if defined(ENGINE_NO_SIMD)
+#define ENGINE_SIMD ENGINE_SIMD_NONE
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__) && defined(__F16C__) && defined(__FMA__)
+#define ENGINE_SIMD ENGINE_SIMD_AVX512_VNNI
+#elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+#define ENGINE_SIMD ENGINE_SIMD_AVX2
+#else
+#define ENGINE_SIMD ENGINE_SIMD_NONE
+#endif
+
+namespace simd {
+
+/// The path this build uses, for messages and benchmarks.
+constexpr const char* kPathName = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? "avx512-vnni"
+                                  : ENGINE_SIMD == ENGINE_SIMD_AVX2      ? "avx2"
+                                                                         : "scalar";
+
+// ---- the lane structure of the quantized dot products (stage 11) ----
+//
+// Every build, scalar included, computes one (row, token) output of a Q4_0 or Q8_0 matrix the
+// same way, so that all of them give the same bits:
+//   lane j (j < 8) of block b = the exact int32 sum of products 4j .. 4j+3 of the block (what
+//     vpdpbusd, or vpmaddubsw + vpmaddwd, leaves in int32 lane j);
+//   16 float accumulators, 8 for the even blocks and 8 for the odd ones (AVX-512 multiplies two
+//     blocks per 512-bit register): acc[8 (b % 2) + j] = fma(float(lane j), d_w * d_x, same),
+//     block after block;
+//   once per row: e[j] = acc[j] + acc[8 + j], then the result =
+//     ((e[0] + e[4]) + (e[2] + e[6])) + ((e[1] + e[5]) + (e[3] + e[7])) (the order of a
+//     256 -> 128 -> 64 -> 32-bit halving reduction).
+
+/// Int32 lanes per block (float lanes per block parity), and products per lane.
+constexpr int kDotLanes = 8;
+constexpr int kProductsPerLane = 4;
+
+/// Rows the quantized kernels compute together (linear() hands them rows in steps of this many).
+constexpr int kTileRows = 4;
+/// Tokens they compute together: the accumulators of a tile are kTileRows x kTileTokens vectors,
+/// 16 of AVX-512's 32 registers; AVX2 has 16 in all, so half the tokens.
+constexpr int kTileTokens = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? 4 : 2;
+
+#if ENGINE_SIMD != ENGINE_SIMD_NONE
+
+/// w (n,) . x (n,), fp32 weights.
+float dot_f32(const float* w, const float* x, int64_t n);
+/// w (n,) . x (n,), fp16 weights.
+float dot_f16(const uint16_t* w, const float* x, int64_t n);
+/// w (n,) . x (n,), Q6_K weights (n a multiple of 256) and fp32 activations.
+float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n);
+
+/// y[t * y_stride + i] = row i of W . token t's x, for n_rows consecutive rows starting at row0
+/// (row_bytes apart) and n_tokens tokens, with Q4_0 (or Q8_0) weights and x quantized to
+/// n_tokens x n_blocks Q8_0 blocks. Each output follows the lane structure above: bit for bit the
+/// scalar kernel's result, whatever the tile it was computed in.
+void dot_q4_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
+                   int64_t n_blocks, int n_tokens, float* y, int64_t y_stride);
+void dot_q8_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const BlockQ8_0* x,
+                   int64_t n_blocks, int n_tokens, float* y, int64_t y_stride);
+
+#endif
+
+}  // namespace simd
