@@ -31,8 +31,8 @@ else
 endif
 
 # Stages with SIMD kernels (simd.h) are also tested as built with their scalar fallback only
-# (NN-scalar), and with the native (NN-check) and AVX2 (NN-avx2) paths checked bit for bit
-# against it.
+# (NN-scalar), and with the native (NN-check) and AVX2 (NN-avx2) paths checked against it (to
+# fp32 rounding in stage 08, bit for bit from stage 09 on).
 SIMD_STAGES := $(foreach s,$(STAGES),$(if $(wildcard stages/$(s)/simd.h),$(s)))
 # Stages with AMX tiles (amx.h) also as built without them (NN-noamx, checked bit for bit), so
 # that a machine with AMX tests the AVX-512 path they fall back to.
@@ -270,8 +270,8 @@ membench: build/membench
 .PHONY: membench
 
 # Stages with simd.h (08 on): the same suite against the scalar fallback (-DENGINE_NO_SIMD), and
-# with every SIMD result checked bit for bit against it (-DENGINE_CHECK_AGAINST_SCALAR; "avx2"
-# also forces the AVX2 path on an AVX-512 machine). build/NN_name-VARIANT/tests.
+# with every SIMD result checked against it (-DENGINE_CHECK_AGAINST_SCALAR, bit for bit from 09
+# on; "avx2" also forces the AVX2 path on an AVX-512 machine). build/NN_name-VARIANT/tests.
 define SIMD_VARIANT_RULES
 OBJ_$(1)-$(2) := $$(patsubst stages/$(1)/%.cpp,build/$(1)-$(2)/%.o,$$(wildcard stages/$(1)/*.cpp))
 build/$(1)-$(2)/%.o: stages/$(1)/%.cpp

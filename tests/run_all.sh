@@ -4,7 +4,7 @@
 # where N and M count test cases: every Catch2 test case of every stage's suite, plus every
 # command-line check in tests/cli_test.sh, once per stage. A stage with SIMD kernels is also run
 # as NN-scalar (its scalar fallback), NN-check (its native SIMD path) and NN-avx2 (the AVX2 path),
-# the last two checked bit for bit against the scalar kernels; a stage with AMX tiles also as
+# the last two checked against the scalar kernels (bit for bit from stage 09 on); a stage with AMX tiles also as
 # NN-noamx (the AVX-512 path they fall back to, checked the same way). The long run (a hidden test case,
 # [long]) counts once, for the last stage.
 # With --python first (make test), the Python module's pytest suite (tests/python, against

@@ -3,8 +3,8 @@
 // Quantized weights (Q4_0, Q8_0) meet activations quantized to Q8_0: 32 int8 x 32 int8 products
 // per block, summed exactly in int32 by the vector unit, then scaled once. A Q4_0 block is 18
 // bytes and costs here ~11 instructions for its 32 weights (unpack 4, multiply-add 1, a quarter
-// of the 4-row reduction and scaling ~5, of loading x ~1), against ~160 for stage 07's scalar
-// loop (per weight: a nibble, a subtraction, an int -> float conversion, a multiply-add, a load).
+// of the 4-row reduction and scaling ~5, of loading x ~1), against ~17 when each weight is
+// widened to fp32 for a float multiply-add, and ~160 in the scalar loop.
 //
 // Float weights (F32, F16, Q6_K) keep fp32 activations and use fused multiply-adds, 16 (AVX-512)
 // or 8 (AVX2) lanes wide; their sums associate differently from the scalar loops, so they agree

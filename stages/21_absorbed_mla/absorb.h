@@ -1,7 +1,7 @@
 // absorb.h: wkv_b, split per head so that attention runs in the latent space.
 //
-// Stage 20 decompressed each token's latent c (kv_lora_rank) into n_head keys and values with
-// wkv_b and cached those. Per head h, wkv_b's rows are W_uk_h (qk_nope x kv_lora_rank), then
+// The architecture as written decompresses each token's latent c (kv_lora_rank) into n_head
+// keys and values with wkv_b and caches those. Per head h, wkv_b's rows are W_uk_h (qk_nope x kv_lora_rank), then
 // W_uv_h (v_head x kv_lora_rank), and for every cached position t
 //   q_nope_h . (W_uk_h c_t) = (W_uk_h^T q_nope_h) . c_t
 //   sum_t a_t (W_uv_h c_t)  = W_uv_h (sum_t a_t c_t)

@@ -2,8 +2,7 @@
 //
 // A K-quant keeps 256 weights in a super-block: 8 or 16 sub-blocks, each with a small integer
 // scale (Q2_K, Q4_K, Q5_K: and an integer min), times one or two fp16 super-block scales
-// (quant.h draws the layouts). Until this stage they went through common/'s dequantizer into
-// floats, for every token. Here the activations are quantized once per call into matching
+// (quant.h draws the layouts). The activations are quantized once per call into matching
 // super-blocks of 256 int8 values with one float scale (ggml's Q8_K), plus the sum of each group
 // of 16. A super-block's dot product is then integer work, summed exactly in int32:
 //   sum_i w_i x_i = d_w d_x sum_s sc_s (sum_{i in s} q_i x_i) - dmin_w d_x sum_s m_s (sum_{i in s}

@@ -4,7 +4,7 @@
 // 16 rows x 64 bytes and one instruction, tdpbssd, that multiplies a 16 x 64 int8 tile by a
 // 64 x 16 one into a 16 x 16 int32 tile: 16,384 products, where vpdpbusd does 64. The engine
 // asks at run time (cpuid, then Linux's permission), so one build runs everywhere: without
-// AMX, or under -DENGINE_NO_AMX, simd.cpp's vpdpbusd kernels do the work as in stage 24.
+// AMX, or under -DENGINE_NO_AMX, simd.cpp's vpdpbusd kernels do the work.
 //
 // The products are exact int32 sums of one block, scaled as every other path scales them
 // (simd.h), so the tiles give the scalar kernels' bits too.

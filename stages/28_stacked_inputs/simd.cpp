@@ -4,7 +4,7 @@
 // exactly in int32 by the vector unit, then scaled. The weights are repacked at load
 // (simd.h's layout), so each int32 lane of a register is one row and 4 activations broadcast to
 // all lanes serve 16 rows at once: per block and 16 rows, 4 loads, 12 instructions to unpack and
-// 8 vpdpbusd per token, against 16 x ~6 instructions for stage 11's tiles.
+// 8 vpdpbusd per token, against 16 x ~6 instructions for tiles of the file's layout.
 //
 // Q6_K joins the other K-quants in kquants.cpp, with integer activations.
 //

@@ -1,0 +1,662 @@
+// simd.cpp: the dot products of matmul.cpp in AVX-512 or AVX2 (see simd.h for which).
+//
+// Quantized weights (Q4_0, Q8_0) meet activations quantized to Q8_0: int8 x int8 products summed
+// exactly in int32 by the vector unit, then scaled. Q4_0 rows are repacked (simd.h's layout), so
+// each int32 lane of a register is one row and 4 activations broadcast to all lanes serve 16 rows
+// at once: per block and 16 rows, 4 loads, 12 instructions to unpack and 8 vpdpbusd per token,
+// against 16 x ~6 instructions for tiles of the file's layout. Q8_0 rows keep the file's layout
+// and simd.h's lane structure: tiles of rows x tokens, two blocks per 512-bit register, 8 float
+// lanes per (row, token) summed once per row.
+//
+// Float weights (F32, F16, Q6_K) keep fp32 activations and use fused multiply-adds, 16 (AVX-512)
+// or 8 (AVX2) lanes wide; their sums associate differently from the scalar loops, so they agree
+// with them to rounding, not bit for bit.
+#include "simd.h"
+
+#if ENGINE_SIMD != ENGINE_SIMD_NONE
+
+// GCC 12.2's AVX-512 headers trip its own -Wuninitialized on their _mm512_undefined_*()
+// placeholders (GCC bug 105593, fixed in 12.3): silenced for these headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace simd {
+namespace {
+
+// ---- packed Q4_0 groups x XBlock activations ----
+//
+// The vector instructions multiply unsigned bytes by signed bytes (u8 x s8), 4 adjacent products
+// summed into each int32 lane. Q4_0 nibbles are 0..15 and stand for nibble - 8: the sum starts
+// at -8 sum(x) (XBlock::sum), and the nibbles go in as they are. Nothing overflows: |x| <= 127,
+// and AVX2's int16 pair sums stay <= 2 x 15 x 127 < 32767.
+
+constexpr int kNibbleMask = 0x0F;
+constexpr int kNibbleBits = 4;
+constexpr int kQ4Offset = 8;
+constexpr int kQ4Slices = kQK4_0 / 2 / kBytesPerLane;  // 4 slices of 16 rows x 4 qs bytes
+
+/// 4 int8 activations as one int32, for broadcasting to every lane.
+inline int32_t four(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, sizeof v);
+  return v;
+}
+
+#if ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI
+
+// 16 rows = the 16 int32 or float lanes of one 512-bit register.
+using IntRows = __m512i;
+using FloatRows = __m512;
+using Slice = __m512i;  // 16 rows x 4 bytes
+
+inline IntRows splat(int32_t v) {
+  return _mm512_set1_epi32(v);
+}
+inline FloatRows zero_rows() {
+  return _mm512_setzero_ps();
+}
+inline Slice load_slice(const unsigned char* p) {
+  return _mm512_load_si512(p);
+}
+inline Slice low_nibbles(Slice s) {
+  return _mm512_and_si512(s, _mm512_set1_epi8(kNibbleMask));
+}
+inline Slice high_nibbles(Slice s) {
+  return _mm512_and_si512(_mm512_srli_epi16(s, kNibbleBits), _mm512_set1_epi8(kNibbleMask));
+}
+/// lane r += 4 products of row r's unsigned bytes and the 4 activations x4.
+inline IntRows dot4(IntRows acc, Slice w, int32_t x4) {
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4));
+}
+/// The 16 rows' fp16 scales of a group-block.
+inline FloatRows load_scales(const unsigned char* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+/// acc + float(dot) x (d_w x d_x), one rounding.
+inline FloatRows scale_add(FloatRows acc, IntRows dot, FloatRows d_w, float d_x) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d_w, _mm512_set1_ps(d_x)), acc);
+}
+/// The first n (<= 16) rows to y.
+inline void store_rows(float* y, FloatRows v, int n) {
+  _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << n) - 1), v);
+}
+
+#else  // AVX2: 16 rows = two 256-bit halves of 8 lanes
+
+struct IntRows {
+  __m256i lo, hi;
+};
+struct FloatRows {
+  __m256 lo, hi;
+};
+using Slice = IntRows;
+
+inline IntRows splat(int32_t v) {
+  return {_mm256_set1_epi32(v), _mm256_set1_epi32(v)};
+}
+inline FloatRows zero_rows() {
+  return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+inline Slice load_slice(const unsigned char* p) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + sizeof(__m256i)))};
+}
+inline __m256i low_nibbles(__m256i s) {
+  return _mm256_and_si256(s, _mm256_set1_epi8(kNibbleMask));
+}
+inline __m256i high_nibbles(__m256i s) {
+  return low_nibbles(_mm256_srli_epi16(s, kNibbleBits));
+}
+inline Slice low_nibbles(Slice s) {
+  return {low_nibbles(s.lo), low_nibbles(s.hi)};
+}
+inline Slice high_nibbles(Slice s) {
+  return {high_nibbles(s.lo), high_nibbles(s.hi)};
+}
+// vpmaddubsw: int16 lane = 2 adjacent u8 x s8 products; vpmaddwd with ones: int32 lane = 4.
+inline __m256i dot4(__m256i acc, __m256i w, __m256i x) {
+  const __m256i pairs = _mm256_maddubs_epi16(w, x);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+inline IntRows dot4(IntRows acc, Slice w, int32_t x4) {
+  const __m256i x = _mm256_set1_epi32(x4);
+  return {dot4(acc.lo, w.lo, x), dot4(acc.hi, w.hi, x)};
+}
+inline FloatRows load_scales(const unsigned char* p) {
+  const auto* h = reinterpret_cast<const __m128i*>(p);
+  return {_mm256_cvtph_ps(_mm_loadu_si128(h)), _mm256_cvtph_ps(_mm_loadu_si128(h + 1))};
+}
+inline __m256 scale_add(__m256 acc, __m256i dot, __m256 d_w, float d_x) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d_w, _mm256_set1_ps(d_x)), acc);
+}
+inline FloatRows scale_add(FloatRows acc, IntRows dot, FloatRows d_w, float d_x) {
+  return {scale_add(acc.lo, dot.lo, d_w.lo, d_x), scale_add(acc.hi, dot.hi, d_w.hi, d_x)};
+}
+inline void store_rows(float* y, FloatRows v, int n) {
+  alignas(32) float all[kGroupRows];
+  _mm256_store_ps(all, v.lo);
+  _mm256_store_ps(all + kGroupRows / 2, v.hi);
+  std::memcpy(y, all, n * sizeof(float));
+}
+
+#endif
+
+// The format: how a group-block's slices meet a token's 32 int8 activations.
+struct Q4Format {
+  static constexpr int kSlices = kQ4Slices;
+  static constexpr int kOffset = kQ4Offset;
+  /// Slice s: low nibbles = weights 4s.., high nibbles = weights 16 + 4s.. of each row.
+  static IntRows dot(IntRows acc, Slice w, const int8_t* x, int s) {
+    acc = dot4(acc, low_nibbles(w), four(x + kBytesPerLane * s));
+    return dot4(acc, high_nibbles(w), four(x + kQK4_0 / 2 + kBytesPerLane * s));
+  }
+};
+
+/// One tile: kGroupsPerTile groups (from tile, group_bytes apart) x T tokens, all in registers;
+/// the first n_rows rows are stored (the last tile may hold padding rows).
+template <class Format, int T>
+void dot_tile(const unsigned char* tile, size_t group_bytes, int64_t n_blocks, const XBlock* x,
+              float* y, int64_t y_stride, int64_t n_rows) {
+  constexpr int G = kGroupsPerTile;
+  constexpr size_t kQuantBytes = Format::kSlices * kSliceBytes;  // of one block
+  FloatRows acc[G][T];
+  for (int g = 0; g < G; ++g) {
+    for (int t = 0; t < T; ++t) acc[g][t] = zero_rows();
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const unsigned char* block[G];   // the block's slices
+    const unsigned char* scales[G];  // its 16 scales
+    IntRows dot[G][T];
+    for (int g = 0; g < G; ++g) {
+      block[g] = tile + g * group_bytes + b * kQuantBytes;
+      scales[g] = tile + g * group_bytes + n_blocks * kQuantBytes + b * kScaleBytes;
+      for (int t = 0; t < T; ++t) dot[g][t] = splat(-Format::kOffset * x[t * n_blocks + b].sum);
+    }
+    for (int s = 0; s < Format::kSlices; ++s) {
+      for (int g = 0; g < G; ++g) {
+        const Slice w = load_slice(block[g] + s * kSliceBytes);
+        for (int t = 0; t < T; ++t)
+          dot[g][t] = Format::dot(dot[g][t], w, x[t * n_blocks + b].qs, s);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const FloatRows d_w = load_scales(scales[g]);
+      for (int t = 0; t < T; ++t)
+        acc[g][t] = scale_add(acc[g][t], dot[g][t], d_w, x[t * n_blocks + b].d);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t rows = std::min<int64_t>(kGroupRows, n_rows - g * kGroupRows);
+    if (rows <= 0) break;
+    for (int t = 0; t < T; ++t) store_rows(y + t * y_stride + g * kGroupRows, acc[g][t], rows);
+  }
+}
+
+/// Token tiles outside, row tiles inside: a token tile's activations (kTileTokens x 5 KB for
+/// n = 4096) stay in L1 while the rows stream past them.
+template <class Format>
+void dot_block_rows(const unsigned char* packed, size_t group_bytes, int64_t n_rows,
+                    const XBlock* x, int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
+  const size_t tile_bytes = kGroupsPerTile * group_bytes;
+  int t = 0;
+  for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
+    for (int64_t r = 0; r < n_rows; r += kTileRows) {
+      dot_tile<Format, kTileTokens>(packed + r / kTileRows * tile_bytes, group_bytes, n_blocks,
+                                    x + t * n_blocks, y + t * y_stride + r, y_stride, n_rows - r);
+    }
+  }
+  for (; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; r += kTileRows) {
+      dot_tile<Format, 1>(packed + r / kTileRows * tile_bytes, group_bytes, n_blocks,
+                          x + t * n_blocks, y + t * y_stride + r, y_stride, n_rows - r);
+    }
+  }
+}
+
+// ---- Q8_0 rows in the file's layout x XBlock activations (simd.h's lane structure) ----
+//
+// Q8_0 weights are signed: |w| x (x with w's sign) gives the same products with an unsigned left
+// side. No product or pair sum can overflow: |x| <= 127 (quantize_row_q8_0), |w| <= 128, and a
+// pair of products is at most 2 x 128 x 127 = 32512 < 32767 (AVX2's int16 pair sums).
+
+inline __m256i load_q8(const int8_t* qs) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
+
+#if ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI
+
+// Two blocks, b and b + 1, in one 512-bit register, their halves interleaved:
+//   bytes  0..15: block b's 0..15     16..31: block b+1's 0..15
+//   bytes 32..47: block b's 16..31    48..63: block b+1's 16..31
+// so that vpdpbusd's int32 lanes 0..15 are (b: 0-3, b+1: 0-3, b: 4-7, b+1: 4-7) in simd.h's lane
+// numbering, and a scale vector (d_b x 4, d_b+1 x 4, d_b x 4, d_b+1 x 4) matches them.
+
+/// The 2 x 32 int8 of two blocks, interleaved as above (one cross-lane permute).
+inline __m512i interleave_q8(const int8_t* even, const int8_t* odd) {
+  const __m512i index = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  return _mm512_permutex2var_epi64(_mm512_castsi256_si512(load_q8(even)), index,
+                                   _mm512_castsi256_si512(load_q8(odd)));
+}
+
+/// (d_even x 4, d_odd x 4, d_even x 4, d_odd x 4) from two fp16 scales.
+inline __m512 pair_scales(uint16_t even, uint16_t odd) {
+  const __m128 two = _mm_cvtph_ps(_mm_cvtsi32_si128(even | (static_cast<int>(odd) << 16)));
+  const __m512i index = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+  return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(two));
+}
+
+/// The same from two fp32 scales.
+inline __m512 pair_scales(float even, float odd) {
+  const __m512i index = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+  return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(_mm_setr_ps(even, odd, 0, 0)));
+}
+
+/// Two blocks of activations: their int8 and their scales.
+struct XPair {
+  __m512i q;
+  __m512 d;
+};
+
+inline XPair load_x(const XBlock& even, const XBlock& odd) {
+  return {interleave_q8(even.qs, odd.qs), pair_scales(even.d, odd.d)};
+}
+
+/// Two blocks of weights decoded for the integer dot, ready to meet any number of XPairs: in a
+/// tile of R rows x T tokens each is decoded once and used T times.
+struct Q8Pair {
+  __m512i magnitude;  ///< |w|: the unsigned left side of u8 x s8
+  __m512i sign;       ///< w, whose signs go to the activations
+  __m512 d;
+};
+
+inline Q8Pair decode(const BlockQ8_0& even, const BlockQ8_0& odd) {
+  const __m512i qw = interleave_q8(even.qs, odd.qs);
+  return {_mm512_abs_epi8(qw), qw, pair_scales(even.d, odd.d)};
+}
+
+// vpdpbusd: each int32 lane += 4 adjacent u8 x s8 products.
+inline __m512i lanes(const Q8Pair& w, const XPair& x) {
+  // |w| x (x with w's sign): vpsignb has no 512-bit form, so x is negated where w < 0 (where
+  // w = 0, |w| = 0 makes the sign irrelevant).
+  const __mmask64 negative = _mm512_movepi8_mask(w.sign);
+  const __m512i signed_x = _mm512_mask_sub_epi8(x.q, negative, _mm512_setzero_si512(), x.q);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.magnitude, signed_x);
+}
+
+/// 16 float lanes: simd.h's lanes of the even blocks and of the odd blocks.
+using Accumulator = __m512;
+
+inline Accumulator zero_accumulator() {
+  return _mm512_setzero_ps();
+}
+
+template <class WPair>
+inline Accumulator accumulate(Accumulator acc, const WPair& w, const XPair& x) {
+  const __m512 scale = _mm512_mul_ps(w.d, x.d);             // exact: 11 x 11 bits
+  const __m512 products = _mm512_cvtepi32_ps(lanes(w, x));  // exact: < 2^24
+  return _mm512_fmadd_ps(products, scale, acc);
+}
+
+/// (even lanes 0..7) + (odd lanes 0..7), lane by lane.
+inline __m256 fold_pairs(Accumulator acc) {
+  const __m256 low = _mm512_castps512_ps256(acc);                 // even 0-3, odd 0-3
+  const __m256 high = _mm512_extractf32x8_ps(acc, 1);             // even 4-7, odd 4-7
+  return _mm256_add_ps(_mm256_permute2f128_ps(low, high, 0x20),   // even 0-7
+                       _mm256_permute2f128_ps(low, high, 0x31));  // odd 0-7
+}
+
+#else  // AVX2: the same pairs as two 256-bit halves, one block each
+
+/// One block of activations in registers.
+struct XReg {
+  __m256i q;
+  __m256 d;
+};
+struct XPair {
+  XReg even, odd;
+};
+
+inline __m256 broadcast_fp16(uint16_t h) {
+  return _mm256_set1_ps(_cvtsh_ss(h));
+}
+
+inline XReg load_x(const XBlock& x) {
+  return {load_q8(x.qs), _mm256_set1_ps(x.d)};
+}
+
+inline XPair load_x(const XBlock& even, const XBlock& odd) {
+  return {load_x(even), load_x(odd)};
+}
+
+struct Q8Weights {
+  __m256i magnitude;
+  __m256i sign;
+  __m256 d;
+};
+template <class Weights>
+struct WeightPair {
+  Weights even, odd;
+};
+
+inline Q8Weights decode(const BlockQ8_0& w) {
+  const __m256i qw = load_q8(w.qs);
+  return {_mm256_abs_epi8(qw), qw, broadcast_fp16(w.d)};
+}
+
+template <class Block>
+inline auto decode(const Block& even, const Block& odd) {
+  return WeightPair<decltype(decode(even))>{decode(even), decode(odd)};
+}
+
+// vpmaddubsw: int16 lane = sum of 2 adjacent u8 x s8 products; vpmaddwd with ones: int32 lane =
+// sum of 2 int16 lanes, 4 products in all, as vpdpbusd's.
+inline __m256i lanes(const Q8Weights& w, const XReg& x) {
+  const __m256i pairs = _mm256_maddubs_epi16(w.magnitude, _mm256_sign_epi8(x.q, w.sign));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+struct Accumulator {
+  __m256 even, odd;
+};
+
+inline Accumulator zero_accumulator() {
+  return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+
+template <class Weights>
+inline __m256 accumulate_block(__m256 acc, const Weights& w, const XReg& x) {
+  const __m256 scale = _mm256_mul_ps(w.d, x.d);             // exact: 11 x 11 bits
+  const __m256 products = _mm256_cvtepi32_ps(lanes(w, x));  // exact: < 2^24
+  return _mm256_fmadd_ps(products, scale, acc);
+}
+
+template <class WPair>
+inline Accumulator accumulate(Accumulator acc, const WPair& w, const XPair& x) {
+  return {accumulate_block(acc.even, w.even, x.even), accumulate_block(acc.odd, w.odd, x.odd)};
+}
+
+inline __m256 fold_pairs(Accumulator acc) {
+  return _mm256_add_ps(acc.even, acc.odd);
+}
+
+#endif
+
+/// The sum of 8 float lanes in simd.h's fixed order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) +
+/// (a3 + a7)).
+inline float reduce_lanes(__m256 a) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));  // (s0 + s2, s1 + s3, ..)
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// ---- tiles of quantized weight rows x Q8_0 tokens ----
+//
+// R rows x T tokens per call, R x T accumulators of 8 float lanes held in registers.
+// Per block: T activation blocks are loaded, then each row's weight block is decoded once and
+// multiplied with all T; no horizontal sum inside the loop (stage 09 reduced every block's
+// lanes). Each (row, token) accumulator sees exactly the operations of the 1 x 1 tile, so the
+// result does not depend on the tile (or on the batch).
+static_assert(kDotLanes * kProductsPerLane == kQK8_0, "a block fills the 8 int32 lanes");
+
+template <class Block, int R, int T>
+void lane_tile(const unsigned char* row0, size_t row_bytes, const XBlock* x, int64_t n_blocks,
+               float* y, int64_t y_stride) {
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(row0 + r * row_bytes);
+  Accumulator acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = zero_accumulator();
+  }
+  int64_t b = 0;
+  for (; b + 2 <= n_blocks; b += 2) {
+    XPair xp[T];
+    for (int t = 0; t < T; ++t) xp[t] = load_x(x[t * n_blocks + b], x[t * n_blocks + b + 1]);
+    for (int r = 0; r < R; ++r) {
+      const auto wp = decode(w[r][b], w[r][b + 1]);
+      for (int t = 0; t < T; ++t) acc[r][t] = accumulate(acc[r][t], wp, xp[t]);
+    }
+  }
+  if (b < n_blocks) {  // an odd block count: the last block pairs with zero blocks, which add
+                       // 0 x 0 to the odd lanes and leave them as they are
+    const Block zero_w{};
+    const XBlock zero_x{};
+    for (int t = 0; t < T; ++t) {
+      const XPair xp = load_x(x[t * n_blocks + b], zero_x);
+      for (int r = 0; r < R; ++r) acc[r][t] = accumulate(acc[r][t], decode(w[r][b], zero_w), xp);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = reduce_lanes(fold_pairs(acc[r][t]));
+  }
+}
+
+/// All rows (in tiles of kLaneTileRows, then one at a time) for T tokens.
+template <class Block, int T>
+void dot_rows_for_tokens(const unsigned char* row0, size_t row_bytes, int64_t n_rows,
+                         const XBlock* x, int64_t n_blocks, float* y, int64_t y_stride) {
+  int64_t r = 0;
+  for (; r + kLaneTileRows <= n_rows; r += kLaneTileRows) {
+    lane_tile<Block, kLaneTileRows, T>(row0 + r * row_bytes, row_bytes, x, n_blocks, y + r,
+                                       y_stride);
+  }
+  for (; r < n_rows; ++r) {
+    lane_tile<Block, 1, T>(row0 + r * row_bytes, row_bytes, x, n_blocks, y + r, y_stride);
+  }
+}
+
+/// Token tiles outside, row tiles inside: a token tile's activations (kLaneTileTokens x 5 KB for
+/// n = 4096) stay in L1 while the rows stream past them.
+template <class Block>
+void lane_block_rows(const void* row0, size_t row_bytes, int64_t n_rows, const XBlock* x,
+                     int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
+  const auto* row = static_cast<const unsigned char*>(row0);
+  int t = 0;
+  for (; t + kLaneTileTokens <= n_tokens; t += kLaneTileTokens) {
+    dot_rows_for_tokens<Block, kLaneTileTokens>(row, row_bytes, n_rows, x + t * n_blocks, n_blocks,
+                                                y + t * y_stride, y_stride);
+  }
+  for (; t < n_tokens; ++t) {
+    dot_rows_for_tokens<Block, 1>(row, row_bytes, n_rows, x + t * n_blocks, n_blocks,
+                                  y + t * y_stride, y_stride);
+  }
+}
+
+// ---- float dot products ----
+
+#if ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI
+
+constexpr int kLanes = 16;
+using FloatVec = __m512;
+inline FloatVec zero_vec() {
+  return _mm512_setzero_ps();
+}
+inline FloatVec load_f32(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline FloatVec load_f16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline FloatVec fmadd(FloatVec a, FloatVec b, FloatVec c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+inline FloatVec add(FloatVec a, FloatVec b) {
+  return _mm512_add_ps(a, b);
+}
+inline FloatVec mul(FloatVec a, FloatVec b) {
+  return _mm512_mul_ps(a, b);
+}
+inline FloatVec broadcast(float v) {
+  return _mm512_set1_ps(v);
+}
+inline float sum_lanes(FloatVec v) {
+  return _mm512_reduce_add_ps(v);
+}
+/// 16 int8 as floats.
+inline FloatVec int8_to_float(__m128i q) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+}
+/// Products of 16 int8 weights (as floats) with x (16,).
+inline FloatVec int8_times_x(__m128i w, const float* x) {
+  return mul(int8_to_float(w), load_f32(x));
+}
+/// out[i] = d * q[i] for 16 int8 q.
+inline void store_scaled(__m128i q, float d, float* out) {
+  _mm512_storeu_ps(out, mul(int8_to_float(q), broadcast(d)));
+}
+
+#else  // AVX2
+
+constexpr int kLanes = 8;
+using FloatVec = __m256;
+inline FloatVec zero_vec() {
+  return _mm256_setzero_ps();
+}
+inline FloatVec load_f32(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline FloatVec load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline FloatVec fmadd(FloatVec a, FloatVec b, FloatVec c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+inline FloatVec add(FloatVec a, FloatVec b) {
+  return _mm256_add_ps(a, b);
+}
+inline FloatVec mul(FloatVec a, FloatVec b) {
+  return _mm256_mul_ps(a, b);
+}
+inline FloatVec broadcast(float v) {
+  return _mm256_set1_ps(v);
+}
+inline float sum_lanes(FloatVec v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+/// The low 8 of 16 int8 as floats; the high 8.
+inline FloatVec low_int8_to_float(__m128i q) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+}
+inline FloatVec high_int8_to_float(__m128i q) {
+  return low_int8_to_float(_mm_srli_si128(q, 8));
+}
+/// Products of 16 int8 weights (as floats) with x (16,), summed pairwise into 8 lanes.
+inline FloatVec int8_times_x(__m128i w, const float* x) {
+  return fmadd(high_int8_to_float(w), load_f32(x + kLanes), mul(low_int8_to_float(w), load_f32(x)));
+}
+/// out[i] = d * q[i] for 16 int8 q.
+inline void store_scaled(__m128i q, float d, float* out) {
+  _mm256_storeu_ps(out, mul(low_int8_to_float(q), broadcast(d)));
+  _mm256_storeu_ps(out + kLanes, mul(high_int8_to_float(q), broadcast(d)));
+}
+
+#endif
+
+// Four independent accumulators: a fused multiply-add takes 4 cycles, so a single running sum
+// would allow one every 4 cycles; four chains overlap.
+constexpr int kAccumulators = 4;
+
+/// w (n,) . x (n,): Load(p) gives kLanes weights from p as floats, Scalar(w) one weight.
+template <class T, FloatVec (*Load)(const T*), float (*Scalar)(T)>
+float dot_float(const T* w, const float* x, int64_t n) {
+  FloatVec acc[kAccumulators] = {zero_vec(), zero_vec(), zero_vec(), zero_vec()};
+  constexpr int64_t kStep = kAccumulators * kLanes;
+  int64_t k = 0;
+  for (; k + kStep <= n; k += kStep) {
+    for (int a = 0; a < kAccumulators; ++a) {
+      acc[a] = fmadd(Load(w + k + a * kLanes), load_f32(x + k + a * kLanes), acc[a]);
+    }
+  }
+  for (; k + kLanes <= n; k += kLanes) acc[0] = fmadd(Load(w + k), load_f32(x + k), acc[0]);
+  float sum = sum_lanes(add(add(acc[0], acc[1]), add(acc[2], acc[3])));
+  for (; k < n; ++k) sum += Scalar(w[k]) * x[k];  // fewer than kLanes left
+  return sum;
+}
+
+inline float f32_value(float w) {
+  return w;
+}
+inline float f16_value(uint16_t w) {
+  return _cvtsh_ss(w);
+}
+
+}  // namespace
+
+float dot_f32(const float* w, const float* x, int64_t n) {
+  return dot_float<float, load_f32, f32_value>(w, x, n);
+}
+
+float dot_f16(const uint16_t* w, const float* x, int64_t n) {
+  return dot_float<uint16_t, load_f16, f16_value>(w, x, n);
+}
+
+// Q6_K: one half (128 weights) at a time. Its 64 ql bytes and 32 qh bytes hold four quarters of
+// 32 weights: quarter q takes the low (q < 2) or high nibble of ql[32 (q & 1) + l] and bits
+// 2q..2q+1 of qh[l]. Each quarter becomes 32 int8 (6-bit value - 32) in one register, then two
+// groups of 16 are widened to floats and multiplied by x and the group's scale d * scales[g].
+float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n) {
+  constexpr int kHalfBlock = 128;
+  constexpr int kQuarter = 32;
+  constexpr int kGroup = 16;
+  constexpr int kGroupsPerQuarter = kQuarter / kGroup;
+  constexpr int kOffset = 32;
+  constexpr int kHighBitsMask = 0x03;
+  const __m256i nibble_mask = _mm256_set1_epi8(kNibbleMask);
+  const __m256i high_mask = _mm256_set1_epi8(kHighBitsMask);
+  FloatVec acc[kGroupsPerQuarter] = {zero_vec(), zero_vec()};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    // The 16 group scales d * scales[g], converted together; then each is one broadcast load.
+    float group_scale[kQK_K / kGroup];
+    store_scaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)), _cvtsh_ss(w[b].d),
+                 group_scale);
+    for (int half = 0; half < kQK_K / kHalfBlock; ++half, x += kHalfBlock) {
+      const uint8_t* ql = w[b].ql + half * (kHalfBlock / 2);
+      const __m256i ql_first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i ql_second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + kQuarter));
+      const __m256i qh =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + half * (kHalfBlock / 4)));
+      const float* scales = group_scale + half * (kHalfBlock / kGroup);
+      for (int q = 0; q < kHalfBlock / kQuarter; ++q) {
+        const __m256i ql_bytes = (q & 1) ? ql_second : ql_first;
+        const __m256i low =
+            q < 2 ? _mm256_and_si256(ql_bytes, nibble_mask)
+                  : _mm256_and_si256(_mm256_srli_epi16(ql_bytes, kNibbleBits), nibble_mask);
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), high_mask);
+        const __m256i value = _mm256_sub_epi8(
+            _mm256_or_si256(low, _mm256_slli_epi16(high, kNibbleBits)), _mm256_set1_epi8(kOffset));
+        const __m128i halves[kGroupsPerQuarter] = {_mm256_castsi256_si128(value),
+                                                   _mm256_extracti128_si256(value, 1)};
+        for (int g = 0; g < kGroupsPerQuarter; ++g) {
+          const float* xg = x + q * kQuarter + g * kGroup;
+          const FloatVec scale = broadcast(scales[q * kGroupsPerQuarter + g]);
+          const FloatVec wx = int8_times_x(halves[g], xg);
+          acc[g] = fmadd(wx, scale, acc[g]);
+        }
+      }
+    }
+  }
+  return sum_lanes(add(acc[0], acc[1]));
+}
+
+void dot_packed_q4_0(const unsigned char* packed, size_t group_bytes, int64_t n_rows,
+                     const XBlock* x, int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
+  dot_block_rows<Q4Format>(packed, group_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+}
+
+void dot_q8_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const XBlock* x,
+                   int64_t n_blocks, int n_tokens, float* y, int64_t y_stride) {
+  lane_block_rows<BlockQ8_0>(row0, row_bytes, n_rows, x, n_blocks, n_tokens, y, y_stride);
+}
+
+}  // namespace simd
+
+#endif

@@ -1,0 +1,126 @@
+// simd.h: which vector instruction set this build uses, and the dot products written in it.
+//
+// The compiler's target (-march=native) picks one path at compile time:
+//   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
+//   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
+//   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
+//                 fallback can be built and tested on a machine that has the instructions)
+// Both vector paths use 256-bit registers for the integer dots (a block of 32 int8 is 256 bits).
+//
+// The quantized kernels keep float lanes per (row, token) in registers and compute
+// tiles of rows x tokens together.
+//
+// Q4_0 rows are repacked (matmul.cpp's pack_rows, a chunk of rows per call) so that one int32
+// lane of a 512-bit register is one row: 16 rows per register, no horizontal sums at all. Q8_0
+// rows are read in the file's layout, in the lane structure below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant.h"
+
+#define ENGINE_SIMD_NONE 0
+#define ENGINE_SIMD_AVX2 1
+#define ENGINE_SIMD_AVX512_VNNI 2
+
+#if defined(ENGINE_NO_SIMD)
+#define ENGINE_SIMD ENGINE_SIMD_NONE
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__) && defined(__F16C__) && defined(__FMA__)
+#define ENGINE_SIMD ENGINE_SIMD_AVX512_VNNI
+#elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+#define ENGINE_SIMD ENGINE_SIMD_AVX2
+#else
+#define ENGINE_SIMD ENGINE_SIMD_NONE
+#endif
+
+namespace simd {
+
+/// The path this build uses, for messages and benchmarks.
+constexpr const char* kPathName = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? "avx512-vnni"
+                                  : ENGINE_SIMD == ENGINE_SIMD_AVX2      ? "avx2"
+                                                                         : "scalar";
+
+// ---- the packed layout of Q4_0 matrices ----
+//
+// Rows go in groups of kGroupRows = 16 (one int32 lane each of a 512-bit register). A group
+// holds, for its blocks b = 0, 1, .. along the rows, first every block's slices, then every
+// block's scales:
+//   slices of block b: 64 bytes each; slice s = bytes 4s .. 4s+3 of the qs of row 0, then of
+//     row 1, .. row 15. A block has 4 (16 qs bytes: low nibbles are weights 4s..4s+3, high ones
+//     16+4s..).
+//   scales of block b: 16 fp16, row 0 .. 15 (kScaleBytes = 32).
+// So a group is the 16 rows' bytes in the file, reordered (padded to a cache line), and every
+// slice starts on a cache line. One vpdpbusd of a slice with 4 activations broadcast to every
+// lane adds 4 products to each of the 16 rows' sums. Rows are packed in whole tiles of
+// kTileRows; the lanes of rows past the last are computed and not stored.
+constexpr int kGroupRows = 16;
+constexpr int kGroupsPerTile = 2;  ///< measured: 2 groups share each activation broadcast
+constexpr int kTileRows = kGroupRows * kGroupsPerTile;
+constexpr int kScaleBytes = kGroupRows * 2;
+constexpr int kSliceBytes = 64;
+constexpr int kBytesPerLane = 4;  ///< products one vpdpbusd lane adds
+
+/// Tokens a tile computes together: 2 groups x T tokens x (int sums + float sums) registers,
+/// 16 of AVX-512's 32 zmm for T = 4; AVX2's 16 ymm registers hold half a group each, so one token.
+constexpr int kTileTokens = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? 4 : 1;
+
+/// One block of 32 activations quantized to Q8_0 (ggml's rounding), with its scale as a float
+/// and the sum of its int8 values (for the Q4_0 offset: sum((n - 8) x) = sum(n x) - 8 sum(x)).
+struct XBlock {
+  float d;
+  int32_t sum;
+  int8_t qs[kQK8_0];
+};
+
+// Every build computes one (row, token) output of a Q4_0 matrix the same way, so all give the
+// same bits:
+//   acc = 0; per block b: acc = fma(float(exact int32 dot of block b), d_w * d_x, acc)
+// (d_w * d_x is exact: two 11-bit significands; the int32 dot is < 2^24, exact as a float).
+
+// ---- the lane structure of Q8_0 dot products ----
+//
+// Q8_0 matrices are read as the file stores them, one row after another, and every build
+// computes one (row, token) output the same way:
+//   lane j (j < 8) of block b = the exact int32 sum of products 4j .. 4j+3 of the block (what
+//     vpdpbusd, or vpmaddubsw + vpmaddwd, leaves in int32 lane j);
+//   16 float accumulators, 8 for the even blocks and 8 for the odd ones (AVX-512 multiplies two
+//     blocks per 512-bit register): acc[8 (b % 2) + j] = fma(float(lane j), d_w * d_x, same),
+//     block after block;
+//   once per row: e[j] = acc[j] + acc[8 + j], then the result =
+//     ((e[0] + e[4]) + (e[2] + e[6])) + ((e[1] + e[5]) + (e[3] + e[7])) (the order of a
+//     256 -> 128 -> 64 -> 32-bit halving reduction).
+
+/// Int32 lanes per block (float lanes per block parity), and products per lane.
+constexpr int kDotLanes = 8;
+constexpr int kProductsPerLane = 4;
+
+/// Rows and tokens the Q8_0 kernel computes together: 4 x 4 (AVX2: 4 x 2) vectors of 16 lanes.
+constexpr int kLaneTileRows = 4;
+constexpr int kLaneTileTokens = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? 4 : 2;
+
+#if ENGINE_SIMD != ENGINE_SIMD_NONE
+
+/// w (n,) . x (n,), fp32 weights.
+float dot_f32(const float* w, const float* x, int64_t n);
+/// w (n,) . x (n,), fp16 weights.
+float dot_f16(const uint16_t* w, const float* x, int64_t n);
+/// w (n,) . x (n,), Q6_K weights (n a multiple of 256) and fp32 activations.
+float dot_q6_k(const BlockQ6_K* w, const float* x, int64_t n);
+
+/// y[t * y_stride + i] = row i of the packed rows . token t's x, for i < n_rows and
+/// t < n_tokens. packed: Q4_0 groups of group_bytes; x: n_tokens x n_blocks blocks.
+void dot_packed_q4_0(const unsigned char* packed, size_t group_bytes, int64_t n_rows,
+                     const XBlock* x, int64_t n_blocks, int n_tokens, float* y, int64_t y_stride);
+
+/// y[t * y_stride + i] = row i of W . token t's x, for n_rows consecutive rows starting at row0
+/// (row_bytes apart) and n_tokens tokens, with Q8_0 weights in the file's layout and x as
+/// n_tokens x n_blocks blocks. Each output follows the lane structure above: bit for bit the
+/// scalar kernel's result, whatever the tile it was computed in.
+void dot_q8_0_q8_0(const void* row0, size_t row_bytes, int64_t n_rows, const XBlock* x,
+                   int64_t n_blocks, int n_tokens, float* y, int64_t y_stride);
+
+#endif
+
+}  // namespace simd
