@@ -147,7 +147,7 @@ void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
     CHECK(n_bad == 0);
     return;
   }
-  // K-quant weights: from stage 19 on, x is rounded to Q8_K (256 per scale) instead.
+  // K-quant weights: from stage 18 on, x is rounded to Q8_K (256 per scale) instead.
   if (n_bad > 0 && K % kQK_K == 0 && type_block_size(w.type) == kQK_K) {
     std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
     quantize_row_q8_k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
@@ -255,7 +255,8 @@ TEST_CASE("kernels: linear with Q6_K weights matches dequantize_row + double mat
 }
 
 // The other types llama-quantize writes: stages without a kernel of their own for a type
-// compute it through common/'s dequantizer (dequantized.cpp), stage 19 the K-quants in integers.
+// compute it through common/'s dequantizer (dequantized.cpp); stages 18 and 19 compute the
+// K-quants in integers.
 TEST_CASE("kernels: linear with the other K-quant weights", "[kernels]") {
   for (GGMLType type : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K}) {
     INFO("type " << ggml_type_name(type));

@@ -140,7 +140,7 @@ int bench_tokenize(const std::string& vocab_path, const std::string& text_path, 
 }
 
 /// Decode's memory traffic in isolation: linear() with one token over n_mats copies of a matrix
-/// of type (Q4_0 by default; any quantized type, e.g. q4_K for stage 19), together far larger
+/// of type (Q4_0 by default; any quantized type, e.g. q4_K from stage 18 on), together far larger
 /// than the caches, each rep next to a membench-style read-and-sum over as many bytes, so that
 /// the ratio is measured under the same (drifting) bandwidth.
 int bench_stream(int rows, int cols, int n_mats, int reps, const std::string& type_name) {
