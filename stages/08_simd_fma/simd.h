@@ -3,8 +3,9 @@
 // The compiler's target (-march=native) picks one path at compile time:
 //   AVX-512       16 fp32 fused multiply-adds in one instruction (512-bit registers)
 //   AVX2          8 of them (256-bit registers; with FMA, and F16C for fp16 -> fp32)
-//   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
-//                 fallback can be built and tested on a machine that has the instructions)
+//   none          the scalar loops of matmul.cpp and simd_scalar.cpp (also chosen by
+//                 -DENGINE_NO_SIMD, so that the fallback can be built and tested on a machine
+//                 that has the instructions)
 // Both vector paths unpack quantized weights as bytes in 256-bit registers (a block of 32 int8 is
 // 256 bits) and widen them to fp32 for the multiply-adds.
 #pragma once
@@ -34,10 +35,14 @@ constexpr const char* kPathName = ENGINE_SIMD == ENGINE_SIMD_AVX512 ? "avx512"
                                   : ENGINE_SIMD == ENGINE_SIMD_AVX2 ? "avx2"
                                                                     : "scalar";
 
+// ---- in every build: simd.cpp's vector code, or simd_scalar.cpp's loops in the scalar build ----
+
+/// w (n,) . x (n,), fp32 (a float sum does not vectorize by itself: the compiler may not reorder
+/// its additions).
+float dot_f32(const float* w, const float* x, int64_t n);
+
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
 
-/// w (n,) . x (n,), fp32 weights.
-float dot_f32(const float* w, const float* x, int64_t n);
 /// w (n,) . x (n,), fp16 weights.
 float dot_f16(const uint16_t* w, const float* x, int64_t n);
 /// w (n,) . x (n,), Q6_K weights (n a multiple of 256) and fp32 activations.

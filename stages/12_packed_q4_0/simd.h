@@ -3,8 +3,9 @@
 // The compiler's target (-march=native) picks one path at compile time:
 //   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
 //   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
-//   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
-//                 fallback can be built and tested on a machine that has the instructions)
+//   none          the scalar loops of matmul.cpp and simd_scalar.cpp (also chosen by
+//                 -DENGINE_NO_SIMD, so that the fallback can be built and tested on a machine
+//                 that has the instructions)
 // Both vector paths use 256-bit registers for the integer dots (a block of 32 int8 is 256 bits).
 //
 // The quantized kernels keep float lanes per (row, token) in registers and compute
@@ -100,10 +101,14 @@ constexpr int kProductsPerLane = 4;
 constexpr int kLaneTileRows = 4;
 constexpr int kLaneTileTokens = ENGINE_SIMD == ENGINE_SIMD_AVX512_VNNI ? 4 : 2;
 
+// ---- in every build: simd.cpp's vector code, or simd_scalar.cpp's loops in the scalar build ----
+
+/// w (n,) . x (n,), fp32 (a float sum does not vectorize by itself: the compiler may not reorder
+/// its additions).
+float dot_f32(const float* w, const float* x, int64_t n);
+
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
 
-/// w (n,) . x (n,), fp32 weights.
-float dot_f32(const float* w, const float* x, int64_t n);
 /// w (n,) . x (n,), fp16 weights.
 float dot_f16(const uint16_t* w, const float* x, int64_t n);
 /// w (n,) . x (n,), Q6_K weights (n a multiple of 256) and fp32 activations.

@@ -8,22 +8,6 @@
 #include "engine.h"
 #include "simd.h"
 
-namespace {
-
-/// a (n,) . b (n,). In SIMD where the build has it (a float sum does not vectorize by
-/// itself: the compiler may not reorder its additions).
-float dot(const float* a, const float* b, int n) {
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-  return simd::dot_f32(a, b, n);
-#else
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-#endif
-}
-
-}  // namespace
-
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) {
   // Sum of squares in double, as ggml does: a float sum of d = 4096 squares can be off by ~1e-4.
   double sum_squares = 0.0;
@@ -90,7 +74,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
     // scores (n_keys,) = K_h (n_keys, hd) @ q_h (hd,) / sqrt(hd)
     for (int t = 0; t < n_keys; ++t) {
       const float* key = keys + static_cast<size_t>(t) * kv_dim + kv_offset;
-      head_scores[t] = dot(q_head, key, head_dim) * scale;
+      head_scores[t] = simd::dot_f32(q_head, key, head_dim) * scale;
     }
     softmax(head_scores, n_keys);
     // out_h (hd,) = scores (n_keys,) @ V_h (n_keys, hd)

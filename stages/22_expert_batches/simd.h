@@ -3,8 +3,9 @@
 // The compiler's target (-march=native) picks one path at compile time:
 //   AVX-512 VNNI  vpdpbusd: 32 u8 x s8 products summed into 8 int32 lanes in one instruction
 //   AVX2          vpmaddubsw + vpmaddwd: the same in two, through int16 pair sums
-//   none          the scalar kernels of matmul.cpp (also chosen by -DENGINE_NO_SIMD, so that the
-//                 fallback can be built and tested on a machine that has the instructions)
+//   none          the scalar loops of matmul.cpp and simd_scalar.cpp (also chosen by
+//                 -DENGINE_NO_SIMD, so that the fallback can be built and tested on a machine
+//                 that has the instructions)
 // Both vector paths use 256-bit registers for the integer dots (a block of 32 int8 is 256 bits).
 //
 // The quantized kernels keep float lanes per (row, token) in registers and compute
@@ -79,24 +80,37 @@ struct XBlock {
 //   acc = 0; per block b: acc = fma(float(exact int32 dot of block b), d_w * d_x, acc)
 // (d_w * d_x is exact: two 11-bit significands; the int32 dot is < 2^24, exact as a float).
 
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
+// ---- in every build: simd.cpp's vector code, or simd_scalar.cpp's loops in the scalar build ----
 
-/// w (n,) . x (n,), fp32 weights.
+/// w (n,) . x (n,), fp32 (a float sum does not vectorize by itself: the compiler may not reorder
+/// its additions).
 float dot_f32(const float* w, const float* x, int64_t n);
-/// w (n,) . x (n,), fp16 weights.
-float dot_f16(const uint16_t* w, const float* x, int64_t n);
-
-/// The elementwise kernels, kLanes (16 or 8) floats at a time, with a vector e^x.
+/// sum of x[i]^2. The scalar build sums in double, as ggml does: one float sum of d = 4096
+/// squares can be off by ~1e-4. The SIMD dot keeps 64 float partial sums (AVX2: 32), of
+/// 64 squares each for d = 4096, off by ~4e-6 at worst (AVX2: ~8e-6).
+double sum_of_squares(const float* x, int64_t n);
+/// The elementwise kernels: in SIMD builds kLanes (16 or 8) floats at a time, with a vector e^x,
+/// and the elements left after the last whole register in scalar code.
 /// x (n,) = exp(x - max) / sum, in place.
 void softmax(float* x, int64_t n);
-/// gate (n,) = silu(gate) * up, for whole registers only; returns the elements done (the caller's
-/// scalar loop does the rest).
-int64_t swiglu(float* gate, const float* up, int64_t n);
+/// gate (n,) = silu(gate) * up, in place.
+void swiglu(float* gate, const float* up, int64_t n);
 /// RoPE's rotation of one head x (n,), in place: x[j] = x[j] c[j] + x[partner(j)] s[j], where
 /// partner(j) = j ^ 1 (adjacent pairs) or j +- n / 2 (halves); c, s (n,) hold each pair's cos, and
-/// its sin with the sign of the element's place in the pair (-sin first, +sin second). Whole
-/// registers only; returns the pairs done (adjacent: the first ones; halves: i < the count).
-int64_t rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent);
+/// its sin with the sign of the element's place in the pair (-sin first, +sin second).
+void rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent);
+/// One pair (first, second) of rotate_head in scalar code.
+inline void rotate_pair(float* x, const float* c, const float* s, int64_t first, int64_t second) {
+  const float a = x[first];
+  const float b = x[second];
+  x[first] = a * c[first] + b * s[first];
+  x[second] = b * c[second] + a * s[second];
+}
+
+#if ENGINE_SIMD != ENGINE_SIMD_NONE
+
+/// w (n,) . x (n,), fp16 weights.
+float dot_f16(const uint16_t* w, const float* x, int64_t n);
 
 /// y[t * y_stride + i] = row row0 + i of the packed matrix . token t's x, for i < n_rows
 /// (row0 a multiple of kTileRows) and t < n_tokens. packed: Q4_0 or Q8_0 groups of group_bytes;

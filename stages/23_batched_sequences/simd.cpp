@@ -449,10 +449,14 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   return dot_float<uint16_t, load_f16, f16_value>(w, x, n);
 }
 
+double sum_of_squares(const float* x, int64_t n) {
+  return dot_f32(x, x, n);
+}
+
 // ---- the elementwise kernels of ops.cpp ----
 //
-// Each loop runs kLanes elements at a time. softmax does the fewer than kLanes left at the end
-// with std::exp; swiglu and rotate_head leave them to ops.cpp's scalar loops.
+// Each loop runs kLanes elements at a time, then the fewer than kLanes left at the end in scalar
+// code (std::exp, simd.h's rotate_pair).
 
 void softmax(float* x, int64_t n) {
   int64_t k = 0;
@@ -479,7 +483,7 @@ void softmax(float* x, int64_t n) {
   for (; k < n; ++k) x[k] *= inv_sum;
 }
 
-int64_t swiglu(float* gate, const float* up, int64_t n) {
+void swiglu(float* gate, const float* up, int64_t n) {
   const FloatVec one = broadcast(1.0f);
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
@@ -487,17 +491,18 @@ int64_t swiglu(float* gate, const float* up, int64_t n) {
     const FloatVec silu = div(g, add(one, exp_vec(sub(zero_vec(), g))));
     store_f32(gate + k, mul(silu, load_f32(up + k)));
   }
-  return k;
+  for (; k < n; ++k) gate[k] = gate[k] / (1.0f + std::exp(-gate[k])) * up[k];
 }
 
-int64_t rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent) {
+void rotate_head(float* x, const float* c, const float* s, int64_t n, bool adjacent) {
   int64_t k = 0;
   if (adjacent) {  // partner(j) = j ^ 1: the pair's other element sits in the same register
     for (; k + kLanes <= n; k += kLanes) {
       const FloatVec v = load_f32(x + k);
       store_f32(x + k, fmadd(swap_pairs(v), load_f32(s + k), mul(v, load_f32(c + k))));
     }
-    return k / 2;
+    for (int64_t i = k / 2; i < n / 2; ++i) rotate_pair(x, c, s, 2 * i, 2 * i + 1);
+    return;
   }
   const int64_t half = n / 2;  // partner(j) = j + n / 2 for the first half, j - n / 2 after
   for (; k + kLanes <= half; k += kLanes) {
@@ -506,7 +511,7 @@ int64_t rotate_head(float* x, const float* c, const float* s, int64_t n, bool ad
     store_f32(x + k, fmadd(b, load_f32(s + k), mul(a, load_f32(c + k))));
     store_f32(x + half + k, fmadd(a, load_f32(s + half + k), mul(b, load_f32(c + half + k))));
   }
-  return k;
+  for (; k < half; ++k) rotate_pair(x, c, s, k, k + half);
 }
 
 void dot_packed(GGMLType type, const unsigned char* packed, size_t group_bytes, int64_t row0,

@@ -21,48 +21,6 @@
 
 namespace {
 
-/// a (n,) . b (n,). In SIMD where the build has it (a float sum does not vectorize by
-/// itself: the compiler may not reorder its additions).
-float dot(const float* a, const float* b, int n) {
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-  return simd::dot_f32(a, b, n);
-#else
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-#endif
-}
-
-/// sum of x[i]^2. The scalar build sums in double, as ggml does: one float sum of d = 4096
-/// squares can be off by ~1e-4. The SIMD dot keeps 64 float partial sums (AVX2: 32), of
-/// 64 squares each for d = 4096, off by ~4e-6 at worst (AVX2: ~8e-6).
-double sum_of_squares(const float* x, int n) {
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-  return dot(x, x, n);
-#else
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  return sum;
-#endif
-}
-
-/// x (n,) = x[j] c[j] + x[partner(j)] s[j] (simd.h's rotate_head).
-void rotate_head(float* x, const float* c, const float* s, int n, bool adjacent) {
-  int i = 0;  // pairs done
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-  i = static_cast<int>(simd::rotate_head(x, c, s, n, adjacent));  // whole registers
-#endif
-  const int half = n / 2;
-  for (; i < half; ++i) {
-    const int first = adjacent ? 2 * i : i;
-    const int second = adjacent ? 2 * i + 1 : i + half;
-    const float a = x[first];
-    const float b = x[second];
-    x[first] = a * c[first] + b * s[first];
-    x[second] = b * c[second] + a * s[second];
-  }
-}
-
 /// YaRN's share of pair i's unscaled angle: 1 below yarn_low, 0 above yarn_high, a
 /// linear ramp between (ggml's rope_yarn_ramp).
 double yarn_ramp(const RopeParams& params, int i) {
@@ -74,7 +32,7 @@ double yarn_ramp(const RopeParams& params, int i) {
 }  // namespace
 
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) {
-  const double sum_squares = sum_of_squares(x, n);
+  const double sum_squares = simd::sum_of_squares(x, n);
   const float scale = static_cast<float>(1.0 / std::sqrt(sum_squares / n + eps));
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
@@ -107,47 +65,22 @@ void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& params
     s[first] = -s[second];
   }
   for (int h = 0; h < n_heads; ++h) {
-    rotate_head(x + static_cast<size_t>(h) * head_dim, c.data(), s.data(), params.n_rot, adjacent);
+    simd::rotate_head(x + static_cast<size_t>(h) * head_dim, c.data(), s.data(), params.n_rot,
+                      adjacent);
   }
 }
 
 void softmax(float* x, int n) {
-  // exp(x - max) <= 1, so nothing overflows, and the largest term is exactly 1, so the sum >= 1.
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
   simd::softmax(x, n);
-#else
-  float max_value = x[0];
-  for (int i = 1; i < n; ++i) max_value = std::fmax(max_value, x[i]);
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max_value);
-    sum += x[i];
-  }
-  const float inv_sum = 1.0f / sum;
-  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
-#endif
 }
 
 void swiglu(float* gate, const float* up, int n) {
-  // silu(g) = g * sigmoid(g) = g / (1 + exp(-g)); for g << 0, exp(-g) = inf gives -0, not NaN.
-  int i = 0;
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-  i = static_cast<int>(simd::swiglu(gate, up, n));  // whole registers; the rest below
-#endif
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  simd::swiglu(gate, up, n);
 }
 
 /// Keys x heads x head width below which attention stays on the calling thread: 2^19 takes ~0.25
 /// ms on one core (7B: 128 keys), about twice what waking a sleeping thread cost here.
 constexpr int64_t kParallelAttentionWork = int64_t{1} << 19;
-/// Keys simd::dot_keys() takes at a time (1 without SIMD: no blocks).
-constexpr int simd_key_block() {
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-  return simd::kKeyBlock;
-#else
-  return 1;
-#endif
-}
 /// Value rows a pass adds into every head of a group: 64 KB of absorbed MLA's 512-float rows,
 /// which stay in L2 while the group's 16 heads read them.
 constexpr int kValueKeys = 32;
@@ -203,9 +136,7 @@ void attention(float* out, int64_t out_stride, const float* q, int64_t q_stride,
       return out + i * out_stride + static_cast<size_t>(h) * v_head;
     };
     // scores_h (n_keys,) = K (n_keys, hd) @ q_h (hd,) * scale (1 / sqrt(hd) unless MLA's)
-    bool in_blocks = false;  // whole blocks of kKeyBlock keys done below
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
-    in_blocks = head_dim % simd::kKeyBlock == 0;
+    const bool in_blocks = head_dim % simd::kKeyBlock == 0;  // whole blocks of keys below
     if (in_blocks) {  // kKeyBlock keys at a time (simd.h), for every query that sees all of them
       for (int t = 0; t + simd::kKeyBlock <= max_keys; t += simd::kKeyBlock) {
         const float* key_rows = keys + static_cast<size_t>(t) * k_dim + kv_head * head_dim;
@@ -216,12 +147,12 @@ void attention(float* out, int64_t out_stride, const float* q, int64_t q_stride,
         }
       }
     }
-#endif
     for (int i = 0; i < n_queries; ++i) {
-      const int first = in_blocks ? n_keys[i] / simd_key_block() * simd_key_block() : 0;
+      const int first = in_blocks ? n_keys[i] / simd::kKeyBlock * simd::kKeyBlock : 0;
       for (int t = first; t < n_keys[i]; ++t) {  // the keys left
         const float* key = keys + static_cast<size_t>(t) * k_dim + kv_head * head_dim;
-        for (int h = h0; h < h1; ++h) scores_of(i, h)[t] = dot(q_of(i, h), key, head_dim) * scale;
+        for (int h = h0; h < h1; ++h)
+          scores_of(i, h)[t] = simd::dot_f32(q_of(i, h), key, head_dim) * scale;
       }
       for (int h = h0; h < h1; ++h) {
         softmax(scores_of(i, h), n_keys[i]);
@@ -230,7 +161,6 @@ void attention(float* out, int64_t out_stride, const float* q, int64_t q_stride,
       }
     }
     // out_h (v_head,) = scores_h (n_keys,) @ V (n_keys, v_head)
-#if ENGINE_SIMD != ENGINE_SIMD_NONE
     if (v_head % simd::kKeyBlock == 0) {  // out_h in registers over kValueKeys rows (simd.h)
       for (int t = 0; t < max_keys; t += kValueKeys) {
         const float* value_rows = values + static_cast<size_t>(t) * v_dim + kv_head * v_head;
@@ -244,8 +174,7 @@ void attention(float* out, int64_t out_stride, const float* q, int64_t q_stride,
       }
       continue;
     }
-#endif
-    for (int i = 0; i < n_queries; ++i) {  // without SIMD, or heads of other widths
+    for (int i = 0; i < n_queries; ++i) {  // heads of other widths
       for (int t = 0; t < n_keys[i]; ++t) {
         const float* value = values + static_cast<size_t>(t) * v_dim + kv_head * v_head;
         for (int h = h0; h < h1; ++h) {
