@@ -195,6 +195,13 @@ float dot_row_scalar(const Weight& w, int64_t r, const Activations& a, const flo
   }
 }
 
+/// Bytes of one group of simd::kGroupRows Q4_0 rows in the packed layout (simd.h), padded to
+/// a cache line.
+size_t packed_group_bytes(const Weight& w) {
+  const size_t bytes = w.cols / kQK4_0 * simd::kGroupRows * sizeof(BlockQ4_0);
+  return (bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+}
+
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
 /// Rows [r0, r0 + n_groups x 16) of W in simd.h's packed layout, n_groups groups of group_bytes
 /// at out (r0 a multiple of simd::kGroupRows). Rows past the matrix are not written: their lanes
@@ -227,23 +234,21 @@ void pack_rows(const Weight& w, int64_t r0, int64_t n_groups, size_t group_bytes
 
 /// y[t * w.rows + i] = row r0 + i of W . token t's x, for i < n_rows and t < n_tokens: the SIMD
 /// kernels where this build has them (simd.h), else the scalar ones above. x (n_tokens, w.cols);
-/// xq its Q8_0 blocks (or nullptr); y points at row r0 of token 0.
+/// xq its Q8_0 blocks (or nullptr); y points at row r0 of token 0. packed: this thread's buffer
+/// for the chunk's rows in the packed layout (Q4_0 in SIMD builds).
 void dot_rows(const Weight& w, int64_t r0, int64_t n_rows, const float* x, const simd::XBlock* xq,
-              int n_tokens, float* y, [[maybe_unused]] const float* fp16) {
+              int n_tokens, float* y, [[maybe_unused]] const float* fp16,
+              [[maybe_unused]] unsigned char* packed) {
   const int64_t x_blocks = w.cols / kQK8_0;
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
   if (w.type == GGMLType::Q4_0) {
-    // The chunk's rows, reordered into a buffer of this thread (it stays in L2), then read by
-    // the packed kernel as often as there are token tiles.
-    thread_local std::vector<unsigned char, CacheLineAllocator<unsigned char>> packed;
-    const size_t group_bytes = (x_blocks * simd::kGroupRows * sizeof(BlockQ4_0) + kCacheLine - 1) /
-                               kCacheLine * kCacheLine;
+    // The chunk's rows, reordered into this thread's buffer (it stays in L2), then read by the
+    // packed kernel as often as there are token tiles.
+    const size_t group_bytes = packed_group_bytes(w);
     const int64_t n_groups =
         (n_rows + simd::kTileRows - 1) / simd::kTileRows * simd::kGroupsPerTile;
-    if (packed.size() < n_groups * group_bytes) packed.resize(n_groups * group_bytes);
-    pack_rows(w, r0, n_groups, group_bytes, packed.data());
-    return simd::dot_packed_q4_0(packed.data(), group_bytes, n_rows, xq, x_blocks, n_tokens, y,
-                                 w.rows);
+    pack_rows(w, r0, n_groups, group_bytes, packed);
+    return simd::dot_packed_q4_0(packed, group_bytes, n_rows, xq, x_blocks, n_tokens, y, w.rows);
   }
   if (w.type == GGMLType::Q8_0) {
     return simd::dot_q8_0_q8_0(w.row(r0), w.row_bytes, n_rows, xq, x_blocks, n_tokens, y, w.rows);
@@ -331,6 +336,11 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
   const int64_t chunk_rows =
       std::max<int64_t>(tile, static_cast<int64_t>(kChunkBytes / w.row_bytes) / tile * tile);
   const int64_t n_tiles = (w.rows + tile - 1) / tile;
+  // Each thread's buffer for one chunk of Q4_0 rows in the packed layout (dot_rows), per call.
+  const bool packs = w.type == GGMLType::Q4_0 && ENGINE_SIMD != ENGINE_SIMD_NONE;
+  const size_t pack_bytes = packs ? chunk_rows / simd::kGroupRows * packed_group_bytes(w) : 0;
+  std::vector<unsigned char, CacheLineAllocator<unsigned char>> packed(omp_get_max_threads() *
+                                                                       pack_bytes);
   ParallelError error;  // dot_rows() throws for a type it lacks: not out of the region (parallel.h)
 #pragma omp parallel
   {
@@ -341,7 +351,7 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
     error.guard([&] {
       for (int64_t r0 = begin; r0 < end; r0 += chunk_rows) {
         const int64_t n_rows = std::min<int64_t>(chunk_rows, end - r0);
-        dot_rows(w, r0, n_rows, x, xq, n_tokens, y + r0, fp16);
+        dot_rows(w, r0, n_rows, x, xq, n_tokens, y + r0, fp16, packed.data() + id * pack_bytes);
       }
     });
   }
