@@ -142,9 +142,12 @@ test: deps $(foreach s,$(TEST_STAGES),build/$(s)/tests build/$(s)/engine) $(TEST
   $(foreach s,$(filter $(TEST_STAGES),$(SERVER_STAGES)),build/$(s)/server)
 	@bash tests/run_all.sh --python $(TEST_STAGES) $(TEST_VARIANTS)
 
+DIFF_FROM = $(firstword $(filter $(FROM)%,$(STAGES)))
+DIFF_TO = $(firstword $(filter $(TO)%,$(STAGES)))
 diff:
 	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make diff FROM=03 TO=04" >&2; exit 2; }
-	@diff -ruN stages/$(firstword $(filter $(FROM)%,$(STAGES))) stages/$(firstword $(filter $(TO)%,$(STAGES))); true
+	@test -n "$(DIFF_FROM)" -a -n "$(DIFF_TO)" || { echo "make diff: no stage folder stages/$(if $(DIFF_FROM),$(TO),$(FROM))*" >&2; exit 2; }
+	@diff -ruN stages/$(DIFF_FROM) stages/$(DIFF_TO); true
 
 models:
 	$(PYTHON) tools/make_models.py --out data/models
@@ -215,11 +218,14 @@ docs:
 new-stage:
 	@bash tools/new_stage.sh "$(FROM)" "$(NAME)"
 
-# Docs that quote the code (--help, line counts, stage pages, links): tools/docs_check.py.
-# Checked against the last numbered stage; learner stages (NNx_name) are not "the final stage".
+# Docs that quote the code (--help, line counts, stage pages, links, figures): tools/docs_check.py;
+# then every command they quote, run on the tiny models (or `make -n` for long targets):
+# tools/docs_commands.py. Checked against the last numbered stage; learner stages (NNx_name) are
+# not "the final stage".
 DOCS_STAGE := $(lastword $(sort $(notdir $(wildcard stages/[0-9][0-9]_*))))
 docs-check: build/$(DOCS_STAGE)/engine
 	$(PYTHON) tools/docs_check.py --stage $(DOCS_STAGE)
+	$(PYTHON) tools/docs_commands.py --stage $(DOCS_STAGE)
 docs-update: build/$(DOCS_STAGE)/engine
 	$(PYTHON) tools/docs_check.py --stage $(DOCS_STAGE) --update
 .PHONY: new-stage docs-check docs-update
