@@ -76,10 +76,12 @@ inline void require_stage_runs(const Model& model) {
 // ---- Kernels, exposed so the shared suite checks every stage's versions. ----
 
 /// Scratch a stage's matmul may need: stages 01-04 dequantize a whole weight matrix into
-/// weights_f32; later stages quantize activations into x_quantized.
+/// weights_f32; later stages quantize activations into x_quantized; stage 12 copies each thread's
+/// chunk of weight rows into its slice of packed_rows. Kept between calls: no allocation per call.
 struct MatmulScratch {
   std::vector<float> weights_f32;
   std::vector<unsigned char> x_quantized;
+  std::vector<unsigned char> packed_rows;
 };
 
 /// y (n_tokens, W.rows) = x (n_tokens, W.cols) @ W^T, for any supported weight type.

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "aligned.h"
@@ -336,11 +337,18 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
   const int64_t chunk_rows =
       std::max<int64_t>(tile, static_cast<int64_t>(kChunkBytes / w.row_bytes) / tile * tile);
   const int64_t n_tiles = (w.rows + tile - 1) / tile;
-  // Each thread's buffer for one chunk of Q4_0 rows in the packed layout (dot_rows), per call.
+  // Each thread's buffer for one chunk of Q4_0 rows in the packed layout (dot_rows): a slice of
+  // scratch.packed_rows, which grows to the largest matrix's need, starting on a cache line (the
+  // kernel's aligned loads).
   const bool packs = w.type == GGMLType::Q4_0 && ENGINE_SIMD != ENGINE_SIMD_NONE;
   const size_t pack_bytes = packs ? chunk_rows / simd::kGroupRows * packed_group_bytes(w) : 0;
-  std::vector<unsigned char, CacheLineAllocator<unsigned char>> packed(omp_get_max_threads() *
-                                                                       pack_bytes);
+  const size_t all_bytes = omp_get_max_threads() * pack_bytes;
+  if (scratch.packed_rows.size() < all_bytes + kCacheLine) {
+    scratch.packed_rows.resize(all_bytes + kCacheLine);
+  }
+  void* start = scratch.packed_rows.data();
+  size_t space = scratch.packed_rows.size();
+  auto* packed = static_cast<unsigned char*>(std::align(kCacheLine, all_bytes, start, space));
   ParallelError error;  // dot_rows() throws for a type it lacks: not out of the region (parallel.h)
 #pragma omp parallel
   {
@@ -351,7 +359,7 @@ void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScrat
     error.guard([&] {
       for (int64_t r0 = begin; r0 < end; r0 += chunk_rows) {
         const int64_t n_rows = std::min<int64_t>(chunk_rows, end - r0);
-        dot_rows(w, r0, n_rows, x, xq, n_tokens, y + r0, fp16, packed.data() + id * pack_bytes);
+        dot_rows(w, r0, n_rows, x, xq, n_tokens, y + r0, fp16, packed + id * pack_bytes);
       }
     });
   }
