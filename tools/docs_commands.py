@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 
+import docs_check  # the final stage, as docs_check.py finds it
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 TIMEOUT_S = 120
@@ -271,27 +273,26 @@ class Runner:
 
     def execute(self, where, argv, env, stdin=None):
         key = (tuple(argv), tuple(sorted(set(env.items()) - set(os.environ.items()))))
-        if key in self.done:  # the same command quoted again: one run
-            if self.done[key]:
-                self.fail(where, self.done[key])
-            return
-        failures = len(self.failures)
-        self.execute_once(where, argv, env, stdin)
-        self.done[key] = self.failures[-1].split("\n    ", 1)[1] if len(self.failures) > failures else ""
+        if key not in self.done:  # the same command quoted again: one run
+            self.done[key] = self.why_it_fails(argv, env, stdin)
+        if self.done[key]:
+            self.fail(where, self.done[key])
 
-    def execute_once(self, where, argv, env, stdin):
+    def why_it_fails(self, argv, env, stdin):
+        """"" when argv runs and exits 0, else what went wrong."""
         if self.verbose:
             print("  $", shlex.join(argv), flush=True)
         try:
             done = subprocess.run(argv, cwd=ROOT, env=env, stdin=stdin, capture_output=True,
                                   text=True, errors="replace", timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            return self.fail(where, f"ran past {TIMEOUT_S} s as `{shlex.join(argv)}`")
+            return f"ran past {TIMEOUT_S} s as `{shlex.join(argv)}`"
         except OSError as e:
-            return self.fail(where, f"cannot run `{shlex.join(argv)}`: {e}")
+            return f"cannot run `{shlex.join(argv)}`: {e}"
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            self.fail(where, f"exit {done.returncode} as `{shlex.join(argv)}`: " + " / ".join(tail))
+            return f"exit {done.returncode} as `{shlex.join(argv)}`: " + " / ".join(tail)
+        return ""
 
     def exists(self, where, path):
         self.counts["form"] += 1
@@ -327,8 +328,8 @@ def main():
     parser.add_argument("--list", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    stage = args.stage or sorted(
-        d for d in os.listdir(os.path.join(ROOT, "stages")) if re.match(r"^\d\d_", d))[-1]
+    official = [s for s in docs_check.stage_dirs() if docs_check.OFFICIAL_STAGE.match(s)]
+    stage = args.stage or official[-1]
     pages = ["README.md"] + sorted(glob.glob("docs/**/*.md", root_dir=ROOT, recursive=True))
     commands = [(p, line, cmd) for p in pages
                 for line, cmd in quoted_commands(os.path.join(ROOT, p))]
