@@ -518,3 +518,35 @@ TEST_CASE("engine: 100,000 tokens past the context with memory flat and no slowd
     CHECK(slowest_ms <= kSlowdown * first_ms);
   }
 }
+
+// Threads share out rows, heads and tokens, never the terms of one sum, so a stage's logits are
+// the same bits on any thread count: stage 29 may change the count between decode steps
+// (thread_chooser.h), and a run's text must not depend on when it did.
+TEST_CASE("engine: the same logits, bit for bit, on 1 and 2 threads", "[engine]") {
+  constexpr int kDecodeSteps = 24;  // past stage 29's first probe, which runs one step on 1 thread
+  const std::vector<int> prompt = {1, 5, 9, 13, 17};
+  for (const char* name : {"tiny-kjv-q4_0", "tiny-deepseek2-lite-q4_0"}) {
+    const LoadedModel loaded = load(project_path(std::string("data/models/") + name + ".gguf"));
+    if (!stage_runs(loaded.model->config().arch)) continue;
+    const int n_vocab = loaded.model->config().n_vocab;
+    // Every step's logits, greedy decoding from the prompt.
+    auto run = [&](int threads) {
+      EngineOptions options;
+      options.n_ctx = static_cast<int>(prompt.size()) + kDecodeSteps;
+      options.n_threads = threads;
+      auto engine = create_engine(*loaded.model, options);
+      std::vector<float> all;
+      const float* logits = engine->forward(prompt.data(), static_cast<int>(prompt.size()), 0);
+      for (int step = 0; step < kDecodeSteps; ++step) {
+        all.insert(all.end(), logits, logits + n_vocab);
+        const int next = static_cast<int>(std::max_element(logits, logits + n_vocab) - logits);
+        logits = engine->forward(&next, 1, static_cast<int>(prompt.size()) + step);
+      }
+      return all;
+    };
+    const std::vector<float> one = run(1), two = run(2);
+    INFO(name);
+    REQUIRE(one.size() == two.size());
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  }
+}
