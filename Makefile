@@ -44,6 +44,7 @@ COMMON_SRC := $(filter-out common/main.cpp common/server.cpp,$(wildcard common/*
 COMMON_OBJ := $(COMMON_SRC:common/%.cpp=build/common/%.o)
 TEST_SRC := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)
+STAGE_TEST_SRC := $(wildcard tests/stage/*.cpp)
 
 # The default model: tiny-kjv, trained by the project on the King James Bible (data/README.md).
 DEFAULT_MODEL := data/models/tiny-kjv-q4_0.gguf
@@ -108,7 +109,13 @@ build/$(1)/main.o: common/main.cpp
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -DSTAGE_NAME='"$(1)"' -c $$< -o $$@
 build/$(1)/engine: $$(OBJ_$(1)) build/$(1)/main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
-build/$(1)/tests: $$(OBJ_$(1)) $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
+# tests/stage/: tests of a stage's own parts, compiled with its headers (each file tests the
+# stages that have what it tests, by __has_include).
+build/$(1)/stage_tests/%.o: tests/stage/%.cpp
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) -Itests -Istages/$(1) -c $$< -o $$@
+build/$(1)/tests: $$(OBJ_$(1)) $(STAGE_TEST_SRC:tests/stage/%.cpp=build/$(1)/stage_tests/%.o) \
+  $(TEST_OBJ) build/tests/catch_main.o $(COMMON_OBJ)
 	$$(CXX) $$(CXXFLAGS) $$(FLAGS_$(1)) $$^ -o $$@ $(LDLIBS) $$(LIBS_$(1))
 # The server (common/server.cpp, docs/server.md), for stages whose stage.mk sets STAGE_SERVER.
 build/$(1)/server.o: common/server.cpp
@@ -128,7 +135,7 @@ endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 SERVER_STAGES := $(foreach s,$(STAGES),$(if $(filter yes,$(SERVER_$(s))),$(s)))
 
--include $(wildcard build/*/*.d build/sanitize/*/*.d)
+-include $(wildcard build/*/*.d build/*/stage_tests/*.d build/sanitize/*/*.d)
 
 # libFuzzer targets (make fuzz, make fuzz-long): tests/fuzz/fuzz.mk.
 -include tests/fuzz/fuzz.mk
