@@ -124,6 +124,19 @@ PackedWeight pack_if_present(const Model& model, const Weight& w) {
   return w.data != nullptr ? pack_and_release(model, w) : PackedWeight{};
 }
 
+/// A stacked expert tensor's n_expert matrices, each packed on its own (a token reads only its
+/// experts' rows) but all in one block, on 2 MiB pages (matmul.h); nothing for a layer without.
+PackedBlock pack_experts(const Model& model, const Weight& stacked, int n_expert) {
+  if (stacked.data == nullptr) return {};
+  std::vector<Weight> experts;
+  for (int e = 0; e < n_expert; ++e) experts.push_back(expert_rows(stacked, e, n_expert));
+  PackedBlock block = pack_weights(experts);
+  if (block[0].packed()) {
+    model.file().release(stacked.data, static_cast<size_t>(stacked.rows) * stacked.row_bytes);
+  }
+  return block;
+}
+
 /// y (n,) += b (n,): a bias, or a block's output onto the residual stream.
 void add(float* y, const float* b, int n) {
   for (int i = 0; i < n; ++i) y[i] += b[i];
@@ -178,8 +191,8 @@ class TransformerEngine final : public Engine {
     PackedWeight wq, wk, wv, wo, w_gate, w_up, w_down;
     PackedWeight wq_a, wq_b, wkv_a;  ///< MLA
     AbsorbedKvB kv_b;                ///< wkv_b per head, for the latent space (absorb.h)
-    PackedWeight router, gate_shexp, up_shexp, down_shexp;    ///< MoE
-    std::vector<PackedWeight> gate_exps, up_exps, down_exps;  ///< one per routed expert
+    PackedWeight router, gate_shexp, up_shexp, down_shexp;  ///< MoE
+    PackedBlock gate_exps, up_exps, down_exps;  ///< all routed experts of a kind in one block
   };
 
   const Model& model_;
@@ -298,17 +311,11 @@ TransformerEngine::TransformerEngine(const Model& model, const EngineOptions& op
                   pack(l.gate_shexp),
                   pack(l.up_shexp),
                   pack(l.down_shexp),
-                  {},
-                  {},
-                  {}};
+                  pack_experts(model, l.gate_exps, n_expert),
+                  pack_experts(model, l.up_exps, n_expert),
+                  pack_experts(model, l.down_exps, n_expert)};
     // wkv_b split per head and its key part transposed, for the latent space.
     if (l.wkv_b.data != nullptr) p.kv_b = absorb_kv_b(model, l.wkv_b);
-    // Each routed expert packed on its own, so a token reads only its experts' rows.
-    for (int e = 0; l.router.data != nullptr && e < n_expert; ++e) {
-      p.gate_exps.push_back(pack(expert_rows(l.gate_exps, e, n_expert)));
-      p.up_exps.push_back(pack(expert_rows(l.up_exps, e, n_expert)));
-      p.down_exps.push_back(pack(expert_rows(l.down_exps, e, n_expert)));
-    }
     layers_[layer] = std::move(p);
   }
   if (pipe_.last()) output_ = pack(model.output());

@@ -154,9 +154,9 @@ void dot_rows(const PackedWeight& p, int64_t r0, int64_t n_rows, const float* x,
   const Weight& w = p.source;
   const int64_t x_blocks = w.cols / kQK8_0;
   const int64_t k_blocks = w.cols / kQK_K;
-  if (kquant::is_k_type(w.type) && !p.data.empty()) {
-    return kquant::dot_packed(w.type, p.data.data(), p.group_bytes, r0, n_rows, xk, k_blocks,
-                              n_tokens, y, w.rows);
+  if (kquant::is_k_type(w.type) && p.packed()) {
+    return kquant::dot_packed(w.type, p.bytes(), p.group_bytes, r0, n_rows, xk, k_blocks, n_tokens,
+                              y, w.rows);
   }
   // Other K-quant rows are decoded once per token; a row stays in L1 between tokens.
   if (kquant::is_k_type(w.type)) {
@@ -167,8 +167,8 @@ void dot_rows(const PackedWeight& p, int64_t r0, int64_t n_rows, const float* x,
     return;
   }
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
-  if (!p.data.empty()) {
-    return simd::dot_packed(w.type, p.data.data(), p.group_bytes, r0, n_rows, xq, tiles, x_blocks,
+  if (p.packed()) {
+    return simd::dot_packed(w.type, p.bytes(), p.group_bytes, r0, n_rows, xq, tiles, x_blocks,
                             n_tokens, y, w.rows);
   }
   // Float weights: one row at a time, every token.
@@ -246,39 +246,52 @@ void check_against_scalar(const Weight& w, const float* x, const simd::XBlock* x
 void linear_parts(const LinearPart* parts, size_t n_parts, const float* x, int n_tokens,
                   bool stacked, MatmulScratch& scratch);
 
-}  // namespace
+/// The size of w's packed copy: 0 bytes where the kernels read w as the file has it.
+struct PackedSize {
+  size_t bytes = 0;
+  size_t group_bytes = 0;  ///< one group of 16 rows
+};
 
-PackedWeight pack_weight(const Weight& w) {
-  check_weight(w);
-  PackedWeight p{w, {}, 0};
-  if (kquant::packs(w.type)) {  // kquants.h's layout, in groups of 16 rows as below
-    const int64_t n_blocks = w.cols / kQK_K;
+PackedSize packed_size(const Weight& w) {
+  if (kquant::packs(w.type)) {  // kquants.h's layout, in groups of 16 rows
     const int64_t n_groups = (w.rows + kquant::kPackedRows - 1) / kquant::kPackedRows;
-    p.group_bytes = n_blocks * kquant::packed_block_bytes(w.type);
-    p.data.assign(n_groups * p.group_bytes, 0);
+    const size_t group_bytes = (w.cols / kQK_K) * kquant::packed_block_bytes(w.type);
+    return {n_groups * group_bytes, group_bytes};
+  }
+  // The scalar kernels read the file's layout; only the SIMD ones gain from the reorder.
+  if (!quantizes_activations(w.type) || ENGINE_SIMD == ENGINE_SIMD_NONE) return {};
+  const int64_t n_blocks = w.cols / kQK8_0;
+  const int64_t n_groups = (w.rows + simd::kTileRows - 1) / simd::kTileRows * simd::kGroupsPerTile;
+  const size_t group_bytes =
+      (n_blocks * simd::kGroupRows * type_block_bytes(w.type) + kCacheLine - 1) / kCacheLine *
+      kCacheLine;
+  return {n_groups * group_bytes, group_bytes};
+}
+
+/// w's rows in the kernels' layout into out (packed_size(w) bytes, zeroed: padding rows keep
+/// zero scales and zero bytes).
+void pack_into(const Weight& w, const PackedSize& size, unsigned char* out) {
+  if (kquant::packs(w.type)) {
+    const int64_t n_blocks = w.cols / kQK_K;
+    const int64_t n_groups = static_cast<int64_t>(size.bytes / size.group_bytes);
 #pragma omp parallel for schedule(static)
     for (int64_t g = 0; g < n_groups; ++g) {
       const int64_t r0 = g * kquant::kPackedRows;
       kquant::pack_group(w.type, static_cast<const unsigned char*>(w.row(r0)), w.row_bytes,
                          static_cast<int>(std::min<int64_t>(kquant::kPackedRows, w.rows - r0)),
-                         n_blocks, p.data.data() + g * p.group_bytes);
+                         n_blocks, out + g * size.group_bytes);
     }
-    return p;
+    return;
   }
-  // The scalar kernels read the file's layout; only the SIMD ones gain from the reorder.
-  if (!quantizes_activations(w.type) || ENGINE_SIMD == ENGINE_SIMD_NONE) return p;
   // Group g, block b, slice s, row r: the row's qs bytes kBytesPerLane s .. (simd.h).
   const int64_t n_blocks = w.cols / kQK8_0;
   const size_t block_bytes = type_block_bytes(w.type);
   const size_t qs_bytes = block_bytes - sizeof(uint16_t);  // after the fp16 scale d
   const size_t quant_bytes = simd::kGroupRows * qs_bytes;  // a block's slices
-  const int64_t n_groups = (w.rows + simd::kTileRows - 1) / simd::kTileRows * simd::kGroupsPerTile;
-  p.group_bytes =
-      (n_blocks * simd::kGroupRows * block_bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
-  p.data.assign(n_groups * p.group_bytes, 0);  // padding rows: zero scales, zero bytes
+  const int64_t n_groups = static_cast<int64_t>(size.bytes / size.group_bytes);
 #pragma omp parallel for schedule(static)
   for (int64_t g = 0; g < n_groups; ++g) {
-    unsigned char* quants = p.data.data() + g * p.group_bytes;
+    unsigned char* quants = out + g * size.group_bytes;
     unsigned char* scales = quants + n_blocks * quant_bytes;
     for (int r = 0; r < simd::kGroupRows && g * simd::kGroupRows + r < w.rows; ++r) {
       const auto* row = static_cast<const unsigned char*>(w.row(g * simd::kGroupRows + r));
@@ -292,7 +305,41 @@ PackedWeight pack_weight(const Weight& w) {
       }
     }
   }
+}
+
+}  // namespace
+
+PackedWeight pack_weight(const Weight& w) {
+  check_weight(w);
+  const PackedSize size = packed_size(w);
+  PackedWeight p{w, {}, size.group_bytes};
+  if (size.bytes == 0) return p;
+  p.data.assign(size.bytes, 0);
+  pack_into(w, size, p.data.data());
   return p;
+}
+
+PackedBlock pack_weights(const std::vector<Weight>& ws) {
+  PackedBlock block;
+  std::vector<PackedSize> sizes;
+  std::vector<size_t> offsets;  // each matrix from a cache line, as operator new would put it
+  size_t total = 0;
+  for (const Weight& w : ws) {
+    check_weight(w);
+    sizes.push_back(packed_size(w));
+    offsets.push_back(total);
+    total += (sizes.back().bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+  }
+  block.bytes.assign(total, 0);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    PackedWeight p{ws[i], {}, sizes[i].group_bytes};
+    if (sizes[i].bytes > 0) {
+      p.in_block = block.bytes.data() + offsets[i];
+      pack_into(ws[i], sizes[i], block.bytes.data() + offsets[i]);
+    }
+    block.weights.push_back(std::move(p));
+  }
+  return block;
 }
 
 void linear(const Weight& w, const float* x, float* y, int n_tokens, MatmulScratch& scratch) {

@@ -22,10 +22,34 @@ struct PackedWeight {
   /// empty: use source. On 2 MiB pages where it fills one (huge_pages.h): decode streams it.
   std::vector<unsigned char, HugePageAllocator<unsigned char>> data;
   size_t group_bytes = 0;  ///< bytes of one group of 16 rows in data
+  /// The packed bytes inside a PackedBlock (data stays empty), or nullptr.
+  const unsigned char* in_block = nullptr;
+
+  /// The packed bytes (nullptr: the kernels read source).
+  const unsigned char* bytes() const { return in_block != nullptr ? in_block : data.data(); }
+  bool packed() const { return in_block != nullptr || !data.empty(); }
 };
 
 /// w in the kernels' layout (a copy of its bytes, reordered), or w alone when they read it as is.
 PackedWeight pack_weight(const Weight& w);
+
+/// Several matrices packed one after another into one allocation: a layer's routed experts of
+/// one kind (V2-Lite: 64 of 1.6 MB, each below a 2 MiB page on its own, 104 MB together), so
+/// that they too sit on huge pages. Move only: the weights point into bytes.
+struct PackedBlock {
+  PackedBlock() = default;
+  PackedBlock(PackedBlock&&) = default;
+  PackedBlock& operator=(PackedBlock&&) = default;
+  PackedBlock(const PackedBlock&) = delete;
+
+  std::vector<unsigned char, HugePageAllocator<unsigned char>> bytes;
+  std::vector<PackedWeight> weights;  ///< one per matrix, in the order given
+
+  const PackedWeight& operator[](size_t i) const { return weights[i]; }
+};
+
+/// ws packed as pack_weight() packs each, into one PackedBlock.
+PackedBlock pack_weights(const std::vector<Weight>& ws);
 
 /// y (n_tokens, rows) = x (n_tokens, cols) @ W^T.
 void linear(const PackedWeight& w, const float* x, float* y, int n_tokens, MatmulScratch& scratch);
