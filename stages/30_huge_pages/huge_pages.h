@@ -23,6 +23,11 @@
 constexpr std::size_t kSmallPage = 4096;                 // bytes, x86-64's base page
 constexpr std::size_t kHugePage = std::size_t(2) << 20;  // bytes, x86-64's transparent huge page
 
+/// n rounded up to a multiple of to (a page, a cache line).
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+
 /// Allocations of at least one huge page come from a 2 MiB-aligned anonymous mapping marked
 /// MADV_HUGEPAGE; smaller ones (below a page, they cannot use one) from CacheLineAllocator.
 template <class T>
@@ -62,10 +67,5 @@ struct HugePageAllocator {
   template <class U>
   bool operator==(const HugePageAllocator<U>&) const {
     return true;
-  }
-
- private:
-  static constexpr std::size_t round_up(std::size_t n, std::size_t to) {
-    return (n + to - 1) / to * to;
   }
 };

@@ -263,8 +263,7 @@ PackedSize packed_size(const Weight& w) {
   const int64_t n_blocks = w.cols / kQK8_0;
   const int64_t n_groups = (w.rows + simd::kTileRows - 1) / simd::kTileRows * simd::kGroupsPerTile;
   const size_t group_bytes =
-      (n_blocks * simd::kGroupRows * type_block_bytes(w.type) + kCacheLine - 1) / kCacheLine *
-      kCacheLine;
+      round_up(n_blocks * simd::kGroupRows * type_block_bytes(w.type), kCacheLine);
   return {n_groups * group_bytes, group_bytes};
 }
 
@@ -328,7 +327,7 @@ PackedBlock pack_weights(const std::vector<Weight>& ws) {
     check_weight(w);
     sizes.push_back(packed_size(w));
     offsets.push_back(total);
-    total += (sizes.back().bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+    total += round_up(sizes.back().bytes, kCacheLine);
   }
   block.bytes.assign(total, 0);
   for (size_t i = 0; i < ws.size(); ++i) {

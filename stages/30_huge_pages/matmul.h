@@ -15,11 +15,11 @@
 #define ENGINE_PACKS_WEIGHTS 1
 
 /// A weight matrix ready for linear(): source describes it (and is what float types, and builds
-/// without SIMD, compute from); data holds Q4_0 and Q8_0 matrices in simd.h's packed layout,
+/// without SIMD, compute from); bytes() holds Q4_0 and Q8_0 matrices in simd.h's packed layout,
 /// and Q4_K, Q5_K and Q6_K ones in kquants.h's where kquant::packs() says so.
 struct PackedWeight {
   Weight source;
-  /// empty: use source. On 2 MiB pages where it fills one (huge_pages.h): decode streams it.
+  /// Its own packed bytes, on 2 MiB pages where they fill one (huge_pages.h); or empty.
   std::vector<unsigned char, HugePageAllocator<unsigned char>> data;
   size_t group_bytes = 0;  ///< bytes of one group of 16 rows in data
   /// The packed bytes inside a PackedBlock (data stays empty), or nullptr.
