@@ -22,7 +22,9 @@ template <class... Parts>
   throw Error(message.str());
 }
 
-/// Throws Error(parts...) unless ok. Use at boundaries, not in hot loops.
+/// Throws Error(parts...) unless ok. Use at boundaries, not in hot loops. Its parts are made
+/// before the call, failing or not: a part that builds a string (a type's name, a list) belongs
+/// in `if (!ok) fail(...)` on a path every matrix product takes.
 template <class... Parts>
 void check(bool ok, const Parts&... parts) {
   if (!ok) fail(parts...);

@@ -412,10 +412,14 @@ void Model::embed(int token, float* out) const {
 }
 
 void check_weight(const Weight& w) {
-  check(type_supported(w.type), w.name, ": weight type ", ggml_type_name(w.type),
-        " is not supported");
-  check(w.rows > 0 && w.cols > 0 && w.cols % type_block_size(w.type) == 0, w.name, ": shape (",
-        w.rows, ", ", w.cols, ") does not hold whole ", ggml_type_name(w.type), " blocks");
-  check(w.row_bytes == type_row_bytes(w.type, w.cols), w.name, ": row of ", w.row_bytes,
-        " bytes, expected ", type_row_bytes(w.type, w.cols));
+  // Every matrix product checks its weights: the messages' strings are made only on failure.
+  if (!type_supported(w.type)) {
+    fail(w.name, ": weight type ", ggml_type_name(w.type), " is not supported");
+  }
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % type_block_size(w.type) != 0) {
+    fail(w.name, ": shape (", w.rows, ", ", w.cols, ") does not hold whole ",
+         ggml_type_name(w.type), " blocks");
+  }
+  const size_t row_bytes = type_row_bytes(w.type, w.cols);
+  check(w.row_bytes == row_bytes, w.name, ": row of ", w.row_bytes, " bytes, expected ", row_bytes);
 }
