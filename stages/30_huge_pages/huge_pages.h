@@ -1,4 +1,4 @@
-// huge_pages.h: the packed weights on 2 MiB pages.
+// huge_pages.h: the packed weights and the KV cache on 2 MiB pages.
 //
 // A decode step reads every packed weight once: 3.65 GB for a 7B Q4_0 model. On the 4 KiB pages
 // that operator new gets, that is ~890,000 pages per token, each one a translation the CPU must
@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 
 #include "aligned.h"
@@ -69,3 +70,19 @@ struct HugePageAllocator {
     return true;
   }
 };
+
+/// Frees what huge_page_array() allocated: n Ts.
+template <class T>
+struct HugePageDeleter {
+  std::size_t n;
+  void operator()(T* p) const { HugePageAllocator<T>().deallocate(p, n); }
+};
+template <class T>
+using HugePageArray = std::unique_ptr<T[], HugePageDeleter<T>>;
+
+/// n Ts left uninitialised (a std::vector would write every one): the kernel commits each 2 MiB
+/// page, zeroed, when it is first written, so a KV cache costs memory as positions fill it.
+template <class T>
+HugePageArray<T> huge_page_array(std::size_t n) {
+  return HugePageArray<T>(HugePageAllocator<T>().allocate(n), HugePageDeleter<T>{n});
+}

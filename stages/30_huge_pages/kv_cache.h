@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "huge_pages.h"
 #include "model.h"
 
 /// Positions kept as attention sinks once the ring wraps (StreamingLLM uses 4).
@@ -66,7 +67,7 @@ class KVCache {
   int n_sinks_;  ///< kSinkTokens, or 0 when the context is too short to spare them
   int first_layer_;
   int length_ = 0;
-  std::unique_ptr<float[]> k_;          ///< (n_layer, n_ctx, k_dim)
-  std::unique_ptr<float[]> v_;          ///< (n_layer, n_ctx, v_dim), or none
+  HugePageArray<float> k_;              ///< (n_layer, n_ctx, k_dim)
+  HugePageArray<float> v_;              ///< (n_layer, n_ctx, v_dim), or none
   std::unique_ptr<float[]> sink_keys_;  ///< (n_layer, n_sinks, k_dim), before RoPE
 };
