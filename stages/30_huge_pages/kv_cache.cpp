@@ -26,8 +26,8 @@ KVCache::KVCache(int n_layer, int n_ctx, int k_dim, int v_dim, int first_layer)
       // Uninitialised, so the OS commits pages only as rows are written: a 4096-position cache
       // of a 7B model (2 x 4096 x 30 x 4096 floats = 4 GB) costs nothing until it is used. On
       // 2 MiB pages (huge_pages.h): a 7B token's rows of K and V (16 KiB each, in 30 layers)
-      // took 240 page faults on 4 KiB pages, ~40 us each in this VM, while the other thread slept
-      // (~10% of a 2-thread decode step); on 2 MiB pages one fault a layer every 128 positions.
+      // took 240 first-touch page faults on 4 KiB pages, one a layer every 128 positions here;
+      // 2-thread decode measured 1.02x-1.07x faster (docs/stages/30_huge_pages.md).
       // Sinks only when at least as many ring slots remain (a 4-token window is useless).
       n_sinks_(n_ctx >= 2 * kSinkTokens ? kSinkTokens : 0),
       first_layer_(first_layer),
