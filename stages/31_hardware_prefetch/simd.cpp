@@ -13,7 +13,6 @@
 // with them to rounding, not bit for bit.
 #include "simd.h"
 
-#include "aligned.h"
 #include "amx.h"
 
 #if ENGINE_SIMD != ENGINE_SIMD_NONE
