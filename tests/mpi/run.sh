@@ -3,6 +3,8 @@
 #   - 2 and 3 ranks give the text and the last logits of one process, bit for bit, on the test
 #     models of both architectures (llama/qwen2 and deepseek2), sliding past the context too,
 #     and in --chat and through the server;
+#   - one process gives the last logits of the stage before, bit for bit or within the
+#     goldens' bound (a stage that sums in another order);
 #   - each rank holds about file size / ranks of memory;
 #   - failures end every rank with a message, never a hang: a file missing on one rank, a rank
 #     killed, a rank stalled (ENGINE_PIPELINE_TIMEOUT), more ranks than layers, a bad timeout.
@@ -70,16 +72,36 @@ for model in tiny-kjv-q4_0 tiny-deepseek2-lite-q4_0; do
 done
 same "tiny-kjv-q4_0 --chat" 2 -m data/models/tiny-kjv-q4_0.gguf --chat -p "Who made the earth?" \
   -n 24 --temp 0 -t 1
-# One process of this stage is the stage before it.
+# One process of this stage is the stage before it: bit for bit where the stage keeps the
+# arithmetic, else within the Q4_0 goldens' bound (logit_tolerance(): 0.05 of max(1, max |logit|)
+# for activations rounded to Q8_0) with the same top token. A stage whose kernels sum in another
+# order changes the last bits, and the Q8_0 rounding of each layer's input carries them on
+# (26's blocked attention with AVX2's 8-key blocks: 0.13% and 0.75% of max |logit| here).
+close_logits() {  # close_logits BEFORE.bin THIS.bin: prints max |diff|, fails past the bound
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import array, sys
+before, this = (array.array("f", open(path, "rb").read()) for path in sys.argv[1:3])
+if len(before) != len(this) or not before:
+    sys.exit(f"{len(this)} logits, {len(before)} before")
+diff = max(abs(a - b) for a, b in zip(before, this))
+print(f"{diff:.3g}")
+bound = 0.05 * max(1.0, max(abs(a) for a in before))
+top = lambda row: max(range(len(row)), key=row.__getitem__)
+sys.exit(0 if diff <= bound and top(before) == top(this) else 1)
+PY
+}
 before=$(ls -d stages/[0-9][0-9]_* | sed 's|stages/||' | grep -B1 -x "$stage" | head -n 1)
 for model in tiny-kjv-q4_0 tiny-deepseek2-lite-q4_0; do
   [ "$before" != "$stage" ] && [ -x "build/$before/engine" ] || break
   "build/$before/engine" -m "data/models/$model.gguf" -p "$prompt" -c 512 \
     --dump-logits "$work/before.bin" 2>/dev/null
   "$engine" -m "data/models/$model.gguf" -p "$prompt" -c 512 --dump-logits "$work/this.bin" 2>/dev/null
+  max_diff=""
   if [ -s "$work/this.bin" ] && cmp -s "$work/before.bin" "$work/this.bin"; then
-    ok "$model, one process: the logits of $before"
-  else not_ok "$model, one process: logits differ from $before"; fi
+    ok "$model, one process: the logits of $before, bit for bit"
+  elif [ -s "$work/this.bin" ] && max_diff=$(close_logits "$work/before.bin" "$work/this.bin"); then
+    ok "$model, one process: the logits of $before within the bound (max |diff| $max_diff), same top token"
+  else not_ok "$model, one process: logits differ from $before (max |diff| ${max_diff:-?})"; fi
 done
 
 # ---- The server under mpirun: a completion as the CLI writes it. Port 0: the kernel picks a
