@@ -126,11 +126,11 @@ double linear_error(const Weight& w, const float* x, const float* y, int n_token
 /// linear(w) on n_tokens random rows against a double matmul over dequantize_row's weights. For
 /// Q4_0 and Q8_0 weights a stage may first round x to Q8_0 (llama.cpp's integer dot products,
 /// stage 09 on): then the whole call must match the product with that rounded x instead.
-void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
+void check_linear(const Weight& w, const std::vector<float>& x, int n_tokens,
+                  MatmulScratch& scratch) {
   INFO(w.name << " rows " << w.rows << " cols " << w.cols << " n_tokens " << n_tokens);
   const int64_t K = w.cols;
   const int64_t N = w.rows;
-  const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens * K), 7 + N + K);
   std::vector<float> y(static_cast<size_t>(n_tokens * N), std::nanf(""));
   linear(w, x.data(), y.data(), n_tokens, scratch);
 
@@ -160,6 +160,13 @@ void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
     return;
   }
   CHECK(n_bad == 0);
+}
+
+/// The same on n_tokens random rows of x.
+void check_linear(const Weight& w, int n_tokens, MatmulScratch& scratch) {
+  const int64_t K = w.cols;
+  check_linear(w, random_floats(static_cast<size_t>(n_tokens * K), 7 + w.rows + K), n_tokens,
+               scratch);
 }
 
 struct Shape {
@@ -244,6 +251,37 @@ TEST_CASE("kernels: linear with F16 weights matches a double matmul", "[kernels]
 // matmul, so only fp32 summation error is allowed (same tolerance as F32).
 TEST_CASE("kernels: linear with Q4_0 weights matches dequantize_row + double matmul", "[kernels]") {
   check_linear_shapes(GGMLType::Q4_0, kQ32Shapes);
+}
+
+// The largest integer sums a Q4_0 block can make: every nibble 15 (weight 7) against activations
+// that all round to +127 or -127. A SIMD kernel that sums a block's products in int16 lanes
+// (stage 32's AVX2 path: 16 products of 15 x 127, 30480) must not saturate.
+TEST_CASE("kernels: linear with Q4_0 weights at the integer sums' bound", "[kernels]") {
+  constexpr int64_t kRows = 33;  // two 16-row groups and one row of padding
+  constexpr int64_t kCols = 4096;
+  constexpr unsigned char kAllFifteen = 0xFF;
+  TestWeight t = make_weight(GGMLType::Q4_0, kRows, kCols, 1);
+  for (int64_t r = 0; r < kRows; ++r) {
+    auto* blocks = reinterpret_cast<BlockQ4_0*>(t.bytes.data() + r * t.w.row_bytes);
+    for (int64_t b = 0; b < kCols / kQK4_0; ++b) {
+      blocks[b].d = fp32_to_fp16(1.0f / (r + 1));
+      std::memset(blocks[b].qs, kAllFifteen, sizeof blocks[b].qs);
+    }
+  }
+  MatmulScratch scratch;
+  for (int n_tokens : {1, 4, 5, 33}) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * kCols));
+    // Token i: all +1, all -1, or +1 for each block's first 16 (the low nibbles) and -1 after.
+    constexpr int kPatterns = 3;
+    for (int i = 0; i < n_tokens; ++i) {
+      const int pattern = i % kPatterns;
+      for (int64_t k = 0; k < kCols; ++k) {
+        const bool first_half = k % kQK4_0 < kQK4_0 / 2;
+        x[i * kCols + k] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : first_half ? 1.0f : -1.0f;
+      }
+    }
+    check_linear(t.w, x, n_tokens, scratch);
+  }
 }
 
 TEST_CASE("kernels: linear with Q8_0 weights matches dequantize_row + double matmul", "[kernels]") {
