@@ -123,7 +123,7 @@ double linear_error(const Weight& w, const float* x, const float* y, int n_token
   return worst_ratio;
 }
 
-/// linear(w) on n_tokens random rows against a double matmul over dequantize_row's weights. For
+/// linear(w) on n_tokens rows of x against a double matmul over dequantize_row's weights. For
 /// Q4_0 and Q8_0 weights a stage may first round x to Q8_0 (llama.cpp's integer dot products,
 /// stage 09 on): then the whole call must match the product with that rounded x instead.
 void check_linear(const Weight& w, const std::vector<float>& x, int n_tokens,
@@ -257,7 +257,7 @@ TEST_CASE("kernels: linear with Q4_0 weights matches dequantize_row + double mat
 // that all round to +127 or -127. A SIMD kernel that sums a block's products in int16 lanes
 // (stage 32's AVX2 path: 16 products of 15 x 127, 30480) must not saturate.
 TEST_CASE("kernels: linear with Q4_0 weights at the integer sums' bound", "[kernels]") {
-  constexpr int64_t kRows = 33;  // two 16-row groups and one row of padding
+  constexpr int64_t kRows = 33;  // one whole 32-row tile and one row in a padded second tile
   constexpr int64_t kCols = 4096;
   constexpr unsigned char kAllFifteen = 0xFF;
   TestWeight t = make_weight(GGMLType::Q4_0, kRows, kCols, 1);
