@@ -384,7 +384,8 @@ void linear_parts(const LinearPart* parts, size_t n_parts, const float* x, int n
   constexpr size_t kDecodeChunkBytes = 1024 * 1024;
   const bool decode = n_tokens == 1;
   const size_t chunk_bytes = decode ? kDecodeChunkBytes : kChunkBytes;
-  const int64_t tile = decode ? simd::kDecodeTiles * simd::kTileRows : simd::kTileRows;
+  // A chunk is whole units of rows: tiles, or in decode pairs of tiles.
+  const int64_t chunk_unit = decode ? simd::kDecodeTiles * simd::kTileRows : simd::kTileRows;
   int64_t chunk_rows[kMaxParts];
   int64_t first_chunk[kMaxParts + 1] = {0};  // part i's chunks: first_chunk[i] .. [i + 1] - 1
   bool quantize = false;
@@ -397,8 +398,8 @@ void linear_parts(const LinearPart* parts, size_t n_parts, const float* x, int n
           cols);
     quantize = quantize || quantizes_activations(w.type);
     quantize_k = quantize_k || kquant::is_k_type(w.type);
-    chunk_rows[i] =
-        std::max<int64_t>(tile, static_cast<int64_t>(chunk_bytes / w.row_bytes) / tile * tile);
+    chunk_rows[i] = std::max<int64_t>(
+        chunk_unit, static_cast<int64_t>(chunk_bytes / w.row_bytes) / chunk_unit * chunk_unit);
     first_chunk[i + 1] = first_chunk[i] + (w.rows + chunk_rows[i] - 1) / chunk_rows[i];
     ++i;
   }
