@@ -179,16 +179,22 @@ int run(int argc, char** argv) {
 }
 
 #ifdef _OPENMP
-/// Polls an OpenMP thread makes at a barrier before it sleeps (libgomp's GOMP_SPINCOUNT).
+/// Polls an OpenMP thread makes at a barrier before it sleeps (libgomp's GOMP_SPINCOUNT): 1000,
+/// unless the stage's stage.mk defines ENGINE_SPIN_COUNT (stage 34 on).
+#ifdef ENGINE_SPIN_COUNT
+constexpr const char* kSpinCount = ENGINE_SPIN_COUNT;
+#else
 constexpr const char* kSpinCount = "1000";
+#endif
 
 /// A thread that reaches an OpenMP barrier first waits for the others. libgomp's default is to
 /// poll 300,000 times (milliseconds) before it sleeps: on a machine with a core busy elsewhere,
 /// the polling thread holds a core that the thread it waits for needs, at each of the ~300
-/// barriers of a decode step. A short poll, then sleep, keeps the quick hand-off on a quiet
-/// machine and gives the core away on a busy one. libgomp reads its settings from the
-/// environment once, before main(), so the engine sets GOMP_SPINCOUNT and runs itself again,
-/// unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set).
+/// barriers of a decode step. A short poll, then sleep, gives the core away on a busy machine;
+/// on a quiet one a thread that waits longer than the poll sleeps and must be woken, so stage
+/// 34, whose thread chooser (stage 29) copes with a busy core, polls as long as libgomp. libgomp
+/// reads its settings from the environment once, before main(), so the engine sets GOMP_SPINCOUNT
+/// and runs itself again, unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set).
 void bound_barrier_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   if (setenv("GOMP_SPINCOUNT", kSpinCount, /*overwrite=*/1) == 0) execv("/proc/self/exe", argv);
